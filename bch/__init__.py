@@ -1,0 +1,4 @@
+"""Bitcoin Cash primitives: wire formats, scripts, addresses, signing and relay policy.
+
+Pure functions and immutable values only; nothing here performs I/O.
+"""

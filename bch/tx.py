@@ -1,0 +1,218 @@
+"""Transactions: the immutable model and its exact wire (de)serialization.
+
+Hashes (txids, outpoint txids) are kept in wire order as bytes; the `*_hex` properties give the
+reversed display order used by explorers, Electrum and every API.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from bch.encoding import DecodeError, Reader, compact_size, compact_size_len
+from bch.hashes import hash256
+from bch.token import PREFIX_TOKEN, TokenData, decode_token_prefix
+
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U64 = struct.Struct("<Q")
+
+MAX_SATS = 21_000_000 * 100_000_000
+SEQUENCE_FINAL = 0xFFFFFFFF
+
+
+def hex_to_hash(display_hex: str) -> bytes:
+    """Display-order hex (txid, category, block hash) → wire-order bytes."""
+    raw = bytes.fromhex(display_hex)
+    if len(raw) != 32:
+        raise ValueError(f"expected 32 bytes of hex, got {len(raw)}")
+    return raw[::-1]
+
+
+def hash_to_hex(wire: bytes) -> str:
+    return wire[::-1].hex()
+
+
+@dataclass(frozen=True, slots=True)
+class OutPoint:
+    txid: bytes  # wire order
+    index: int
+
+    @property
+    def txid_hex(self) -> str:
+        return self.txid[::-1].hex()
+
+    @classmethod
+    def from_hex(cls, txid_hex: str, index: int) -> OutPoint:
+        return cls(hex_to_hash(txid_hex), index)
+
+    def encode(self) -> bytes:
+        return self.txid + _U32.pack(self.index)
+
+    def __str__(self) -> str:
+        return f"{self.txid_hex}:{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class TxInput:
+    outpoint: OutPoint
+    unlocking: bytes = b""
+    sequence: int = SEQUENCE_FINAL
+
+    def encode(self) -> bytes:
+        return b"".join(
+            (
+                self.outpoint.txid,
+                _U32.pack(self.outpoint.index),
+                compact_size(len(self.unlocking)),
+                self.unlocking,
+                _U32.pack(self.sequence),
+            )
+        )
+
+    def size(self) -> int:
+        return 40 + compact_size_len(len(self.unlocking)) + len(self.unlocking)
+
+
+@dataclass(frozen=True, slots=True)
+class TxOutput:
+    value: int
+    locking: bytes
+    token: TokenData | None = None
+
+    @property
+    def script_field(self) -> bytes:
+        """What the wire's script field holds: token prefix (if any) then locking bytecode."""
+        if self.token is None:
+            return self.locking
+        return self.token.encode_prefix() + self.locking
+
+    def encode(self) -> bytes:
+        field_ = self.script_field
+        return _U64.pack(self.value) + compact_size(len(field_)) + field_
+
+    def size(self) -> int:
+        n = len(self.script_field)
+        return 8 + compact_size_len(n) + n
+
+
+def decode_output(reader: Reader) -> TxOutput:
+    """Decode one output (value ‖ CompactSize ‖ [token prefix] ‖ locking bytecode)."""
+    value = reader.u64("output value")
+    length = reader.compact("output script length")
+    start = reader.pos
+    end = start + length
+    if end > reader.end:
+        raise DecodeError(f"output script: needs {length} bytes, {reader.end - start} remain")
+    buf = reader.buf
+    if length and buf[start] == PREFIX_TOKEN:
+        sub = Reader(buf, start, end)
+        token = decode_token_prefix(sub)
+        locking = buf[sub.pos : end]
+    else:
+        token = None
+        locking = buf[start:end]
+    reader.pos = end
+    return TxOutput(value, locking, token)
+
+
+def encode_outputs(outputs: Iterable[TxOutput]) -> bytes:
+    """CompactSize count ‖ outputs: the `sourceOutputs` encoding of libauth's VMB tests."""
+    items = list(outputs)
+    return compact_size(len(items)) + b"".join(o.encode() for o in items)
+
+
+def decode_outputs(raw: bytes) -> list[TxOutput]:
+    reader = Reader(raw)
+    count = reader.compact("output count")
+    outs = [decode_output(reader) for _ in range(count)]
+    if reader.remaining():
+        raise DecodeError(f"{reader.remaining()} trailing bytes after outputs")
+    return outs
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    version: int
+    inputs: tuple[TxInput, ...]
+    outputs: tuple[TxOutput, ...]
+    locktime: int = 0
+    # The bytes this transaction was parsed from, so re-encoding and hashing are free and exact.
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        inputs: Sequence[TxInput],
+        outputs: Sequence[TxOutput],
+        *,
+        version: int = 2,
+        locktime: int = 0,
+    ) -> Transaction:
+        return cls(version, tuple(inputs), tuple(outputs), locktime)
+
+    def to_bytes(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        parts = [_I32.pack(self.version), compact_size(len(self.inputs))]
+        parts += [i.encode() for i in self.inputs]
+        parts.append(compact_size(len(self.outputs)))
+        parts += [o.encode() for o in self.outputs]
+        parts.append(_U32.pack(self.locktime))
+        return b"".join(parts)
+
+    def hex(self) -> str:
+        return self.to_bytes().hex()
+
+    @property
+    def txid(self) -> bytes:
+        """Wire-order hash; `txid_hex` is the display form."""
+        return hash256(self.to_bytes())
+
+    @property
+    def txid_hex(self) -> str:
+        return hash256(self.to_bytes())[::-1].hex()
+
+    def size(self) -> int:
+        return len(self.to_bytes())
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Transaction:
+        """Parse exactly one transaction; trailing bytes are an error."""
+        tx, end = parse_transaction(raw, 0)
+        if end != len(raw):
+            raise DecodeError(f"{len(raw) - end} trailing bytes after the transaction")
+        return tx
+
+    @classmethod
+    def from_hex(cls, tx_hex: str) -> Transaction:
+        try:
+            raw = bytes.fromhex(tx_hex)
+        except ValueError:
+            raise DecodeError("transaction hex is not valid hexadecimal") from None
+        return cls.from_bytes(raw)
+
+
+def parse_transaction(buf: bytes, pos: int = 0) -> tuple[Transaction, int]:
+    """Parse a transaction starting at `pos`; return it and the offset just after it."""
+    reader = Reader(buf, pos)
+    version = reader.i32("version")
+    n_in = reader.compact("input count")
+    if n_in > reader.remaining() // 41:
+        raise DecodeError(f"input count {n_in} exceeds what the remaining bytes can hold")
+    inputs = []
+    for _ in range(n_in):
+        txid = reader.take(32, "previous txid")
+        index = reader.u32("previous output index")
+        unlocking = reader.var_bytes("unlocking bytecode")
+        sequence = reader.u32("sequence")
+        inputs.append(TxInput(OutPoint(txid, index), unlocking, sequence))
+    n_out = reader.compact("output count")
+    if n_out > reader.remaining() // 9:
+        raise DecodeError(f"output count {n_out} exceeds what the remaining bytes can hold")
+    outputs = [decode_output(reader) for _ in range(n_out)]
+    locktime = reader.u32("locktime")
+    end = reader.pos
+    raw = buf[pos:end] if (pos or end != len(buf)) else buf
+    return Transaction(version, tuple(inputs), tuple(outputs), locktime, bytes(raw)), end
