@@ -155,14 +155,19 @@ def decode_token_prefix(reader: Reader) -> TokenData:
             "Invalid token prefix: capability must be none (0), mutable (1), or minting (2). "
             f"Capability value: {capability}"
         )
+    # Same check order as libauth, so each malformed prefix reports the vectors' reason.
+    if not has_nft and has_commitment:
+        raise TokenPrefixError(
+            f"Invalid token prefix: commitment requires an NFT. Bitfield: {bits:#b}"
+        )
+    if not has_nft and capability:
+        raise TokenPrefixError(
+            f"Invalid token prefix: capability requires an NFT. Bitfield: {bits:#b}"
+        )
     if not has_nft and not has_amount:
         raise TokenPrefixError(
             f"Invalid token prefix: must encode at least one token. Bitfield: {bits:#b}"
         )
-    if not has_nft and has_commitment:
-        raise TokenPrefixError("Invalid token prefix: commitment requires an NFT")
-    if not has_nft and capability:
-        raise TokenPrefixError("Invalid token prefix: capability requires an NFT")
     nft = None
     if has_nft:
         commitment = b""

@@ -1,0 +1,1 @@
+"""A local Bitcoin Cash network speaking the Electrum Cash protocol."""

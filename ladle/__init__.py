@@ -1,0 +1,3 @@
+"""ladle: indexer, data API, swap router and broadcaster for the Cauldron DEX on Bitcoin Cash."""
+
+__version__ = "0.1.0"

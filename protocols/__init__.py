@@ -1,0 +1,1 @@
+"""DeFi protocols on Bitcoin Cash, as pure functions over `bch` values (no I/O)."""

@@ -1,0 +1,1 @@
+"""Tests that run libauth (Node) as the independent verifier."""
