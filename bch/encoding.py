@@ -87,7 +87,8 @@ class Reader:
     def _need(self, n: int, what: str) -> int:
         start = self.pos
         if start + n > self.end:
-            raise DecodeError(f"{what}: needs {n} bytes at offset {start}, {self.end - start} remain")
+            remain = self.end - start
+            raise DecodeError(f"{what}: needs {n} bytes at offset {start}, {remain} remain")
         self.pos = start + n
         return start
 

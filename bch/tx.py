@@ -6,9 +6,11 @@ reversed display order used by explorers, Electrum and every API.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bch.encoding import DecodeError, Reader, compact_size, compact_size_len
 from bch.hashes import hash256
@@ -151,6 +153,14 @@ class Transaction:
         locktime: int = 0,
     ) -> Transaction:
         return cls(version, tuple(inputs), tuple(outputs), locktime)
+
+    def replace(self, **changes: Any) -> Transaction:
+        """A copy with fields changed and the cached `raw` dropped.
+
+        Use this, never `dataclasses.replace`, which would keep the old bytes (and old txid).
+        """
+        changes.setdefault("raw", None)
+        return dataclasses.replace(self, **changes)
 
     def to_bytes(self) -> bytes:
         if self.raw is not None:

@@ -344,3 +344,13 @@ def test_output_script_length_past_end_rejected() -> None:
     mutated = raw[:at] + bytes((raw[at] + 5,)) + raw[at + 1 :]
     with pytest.raises(DecodeError):
         Transaction.from_bytes(mutated)
+
+
+def test_replace_drops_the_cached_bytes() -> None:
+    tx_hex = load_vectors("vmb/bch_2025_standard.core.cashtokens.vmb_tests.json")[0][4]
+    tx = Transaction.from_hex(tx_hex)
+    changed = tx.replace(version=1)
+    assert changed.version == 1
+    assert changed.to_bytes()[:4] == b"\x01\x00\x00\x00"
+    assert changed.txid != tx.txid
+    assert changed.to_bytes()[4:] == tx.to_bytes()[4:]

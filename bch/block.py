@@ -1,0 +1,448 @@
+"""Block headers, merkle trees, and whole-block parsing that stays cheap on 32 MB blocks.
+
+`Block` never decodes a transaction up front: one pass over the raw bytes walks the length
+fields only (`scan_transaction`) to record where each transaction starts and ends, and hashes
+each span through a `memoryview`, so parsing costs little more than hashing the block once.
+Full `Transaction` objects are built on demand (`Block.transaction`), and `Block.contains` /
+`Block.find_transactions` let the indexer skip transactions that cannot touch a pool without
+decoding them.
+
+Hashes are wire-order bytes; `*_hex` properties give the reversed display order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from bch.encoding import DecodeError, compact_size, read_compact_size
+from bch.hashes import hash256
+from bch.tx import Transaction, parse_transaction
+
+HEADER_SIZE = 80
+# Default header version for blocks we build: the BIP9 "top bits" every BCH miner sets.
+BLOCK_VERSION = 0x20000000
+# version + input count + output count + locktime: no transaction can be shorter.
+_MIN_TX_BYTES = 10
+
+_HEADER = struct.Struct("<i32s32sIII")
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_sha256 = hashlib.sha256
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHeader:
+    version: int
+    prev_hash: bytes  # wire order
+    merkle_root: bytes  # wire order
+    time: int
+    bits: int
+    nonce: int
+
+    def __post_init__(self) -> None:
+        if len(self.prev_hash) != 32 or len(self.merkle_root) != 32:
+            raise ValueError("prev_hash and merkle_root must be 32 bytes")
+        if not -(1 << 31) <= self.version < 1 << 31:
+            raise ValueError(f"header version out of int32 range: {self.version}")
+        for name in ("time", "bits", "nonce"):
+            value = getattr(self, name)
+            if not 0 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"header {name} out of uint32 range: {value}")
+
+    def encode(self) -> bytes:
+        """The 80 serialized bytes that are hashed for the block id and proof of work."""
+        return _HEADER.pack(
+            self.version, self.prev_hash, self.merkle_root, self.time, self.bits, self.nonce
+        )
+
+    @classmethod
+    def from_bytes(cls, b80: bytes) -> BlockHeader:
+        if len(b80) != HEADER_SIZE:
+            raise DecodeError(f"block header must be {HEADER_SIZE} bytes, got {len(b80)}")
+        return cls(*_HEADER.unpack(b80))
+
+    @classmethod
+    def from_hex(cls, header_hex: str) -> BlockHeader:
+        try:
+            raw = bytes.fromhex(header_hex)
+        except ValueError:
+            raise DecodeError("block header hex is not valid hexadecimal") from None
+        return cls.from_bytes(raw)
+
+    @property
+    def hash(self) -> bytes:
+        """Block id, wire order (hash256 of the 80 header bytes)."""
+        return hash256(self.encode())
+
+    @property
+    def hash_hex(self) -> str:
+        return self.hash[::-1].hex()
+
+    @property
+    def prev_hash_hex(self) -> str:
+        return self.prev_hash[::-1].hex()
+
+    @property
+    def merkle_root_hex(self) -> str:
+        return self.merkle_root[::-1].hex()
+
+    @property
+    def target(self) -> int:
+        """The proof-of-work target that `bits` encodes (compact "nBits" form)."""
+        return bits_to_target(self.bits)
+
+    def check_proof_of_work(self) -> bool:
+        """True if the header hash, read as a little-endian number, is at most the target."""
+        try:
+            target = bits_to_target(self.bits)
+        except ValueError:
+            return False
+        return target > 0 and int.from_bytes(self.hash, "little") <= target
+
+
+def bits_to_target(bits: int) -> int:
+    """Expand compact `nBits`: 3-byte mantissa × 256^(exponent − 3). ValueError if negative or
+    above 2^256 (consensus treats both as an invalid target)."""
+    exponent = bits >> 24
+    mantissa = bits & 0x007FFFFF
+    if bits & 0x00800000 and mantissa:
+        raise ValueError(f"nBits {bits:#010x} encodes a negative target")
+    target = mantissa >> 8 * (3 - exponent) if exponent <= 3 else mantissa << 8 * (exponent - 3)
+    if target >> 256:
+        raise ValueError(f"nBits {bits:#010x} overflows 256 bits")
+    return target
+
+
+# --- merkle tree -----------------------------------------------------------------------------
+
+
+def _check_hashes(txids: Sequence[bytes]) -> None:
+    if not txids:
+        raise ValueError("a merkle tree needs at least one transaction")
+    for t in txids:
+        if len(t) != 32:
+            raise ValueError(f"txids must be 32 bytes, got {len(t)}")
+
+
+def _next_level(level: list[bytes]) -> list[bytes]:
+    if len(level) & 1:
+        level.append(level[-1])
+    sha = _sha256
+    return [sha(sha(level[i] + level[i + 1]).digest()).digest() for i in range(0, len(level), 2)]
+
+
+def merkle_root(txids: Sequence[bytes]) -> bytes:
+    """Bitcoin merkle root (wire order) of wire-order txids; an odd level repeats its last hash."""
+    _check_hashes(txids)
+    level = list(txids)
+    while len(level) > 1:
+        level = _next_level(level)
+    return level[0]
+
+
+def merkle_branch(txids: Sequence[bytes], index: int) -> list[bytes]:
+    """The sibling hashes from leaf `index` up to the root (what Electrum's get_merkle serves)."""
+    _check_hashes(txids)
+    if not 0 <= index < len(txids):
+        raise IndexError(f"transaction index {index} out of range for {len(txids)} txids")
+    level = list(txids)
+    branch: list[bytes] = []
+    while len(level) > 1:
+        if len(level) & 1:
+            level.append(level[-1])
+        branch.append(level[index ^ 1])
+        level = _next_level(level)
+        index >>= 1
+    return branch
+
+
+def merkle_root_from_branch(txid: bytes, branch: Sequence[bytes], index: int) -> bytes:
+    """Fold a branch back up to the root; compare with the header's root to verify a proof."""
+    h = txid
+    for sibling in branch:
+        h = hash256(sibling + h) if index & 1 else hash256(h + sibling)
+        index >>= 1
+    return h
+
+
+# --- fast transaction scanning -----------------------------------------------------------------
+
+
+def _wide_compact(buf: bytes, pos: int, first: int) -> tuple[int, int]:
+    """The multi-byte CompactSize whose prefix byte `first` sits at `pos`; must be minimal."""
+    if first == 0xFD:
+        value, nxt, minimum = _U16(buf, pos + 1)[0], pos + 3, 0xFD
+    elif first == 0xFE:
+        value, nxt, minimum = _U32(buf, pos + 1)[0], pos + 5, 0x10000
+    else:
+        value, nxt, minimum = _U64(buf, pos + 1)[0], pos + 9, 0x100000000
+    if value < minimum:
+        raise DecodeError(f"CompactSize at offset {pos} is not minimally encoded: {value}")
+    return value, nxt
+
+
+def _scan(buf: bytes, p: int) -> int:
+    # Reads past the end raise IndexError/struct.error (caught by the caller); skips past the
+    # end are caught by the caller's final bound check, since offsets only grow.
+    p += 4  # version
+    n = buf[p]
+    if n < 0xFD:
+        p += 1
+    else:
+        n, p = _wide_compact(buf, p, n)
+    for _ in range(n):  # inputs: outpoint 36, script length, script, sequence 4
+        size = buf[p + 36]
+        if size < 0xFD:
+            p += 41 + size
+        else:
+            size, q = _wide_compact(buf, p + 36, size)
+            p = q + size + 4
+    n = buf[p]
+    if n < 0xFD:
+        p += 1
+    else:
+        n, p = _wide_compact(buf, p, n)
+    for _ in range(n):  # outputs: value 8, script length, script (token prefix included)
+        size = buf[p + 8]
+        if size < 0xFD:
+            p += 9 + size
+        else:
+            size, q = _wide_compact(buf, p + 8, size)
+            p = q + size
+    return p + 4  # locktime
+
+
+def scan_transaction(buf: bytes, pos: int = 0) -> int:
+    """Offset just past the transaction starting at `pos`, found by walking length fields only.
+
+    Checks framing (lengths, minimal CompactSizes, truncation), not content: token prefixes are
+    validated when the transaction is decoded (`bch.tx.parse_transaction`).
+    """
+    try:
+        end = _scan(buf, pos)
+    except (IndexError, struct.error):
+        end = -1
+    if end < 0 or end > len(buf):
+        raise DecodeError(
+            f"transaction at offset {pos} is truncated ({len(buf) - pos} bytes remain)"
+        )
+    return end
+
+
+# --- blocks ----------------------------------------------------------------------------------
+
+
+class Block:
+    """A parsed block: header, transaction boundaries and txids; transactions decode on demand.
+
+    Treat instances as read-only. `raw` is the block's bytes (kept, not copied per transaction).
+    """
+
+    __slots__ = ("_offsets", "header", "raw", "txids")
+
+    header: BlockHeader
+    raw: bytes
+    txids: tuple[bytes, ...]  # wire order, block order
+    _offsets: list[int]  # start of each transaction, then the end of the last one
+
+    def __init__(self, raw: bytes) -> None:
+        raw = bytes(raw)
+        n = len(raw)
+        if n < HEADER_SIZE + 1:
+            raise DecodeError(
+                f"block is {n} bytes: needs an {HEADER_SIZE}-byte header and a transaction count"
+            )
+        header = BlockHeader.from_bytes(raw[:HEADER_SIZE])
+        try:
+            count, pos = read_compact_size(raw, HEADER_SIZE)
+        except DecodeError as exc:
+            raise DecodeError(f"block transaction count: {exc}") from None
+        if count == 0:
+            raise DecodeError("block has no transactions (it needs at least a coinbase)")
+        if count > (n - pos) // _MIN_TX_BYTES:
+            raise DecodeError(
+                f"block claims {count} transactions but only {n - pos} bytes follow the count"
+            )
+        offsets = [pos]
+        txids: list[bytes] = []
+        view = memoryview(raw)
+        sha = _sha256
+        scan = scan_transaction
+        append_offset = offsets.append
+        append_txid = txids.append
+        for i in range(count):
+            try:
+                end = scan(raw, pos)
+            except DecodeError as exc:
+                raise DecodeError(
+                    f"block transaction {i} of {count} (offset {pos}): {exc}"
+                ) from None
+            append_txid(sha(sha(view[pos:end]).digest()).digest())
+            append_offset(end)
+            pos = end
+        if pos != n:
+            raise DecodeError(f"block has {n - pos} trailing bytes after its {count} transactions")
+        self.header = header
+        self.raw = raw
+        self.txids = tuple(txids)
+        self._offsets = offsets
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Block:
+        return cls(raw)
+
+    @classmethod
+    def from_hex(cls, block_hex: str) -> Block:
+        try:
+            raw = bytes.fromhex(block_hex)
+        except ValueError:
+            raise DecodeError("block hex is not valid hexadecimal") from None
+        return cls(raw)
+
+    @staticmethod
+    def build(
+        transactions: Sequence[Transaction | bytes],
+        *,
+        prev_hash: bytes,
+        time: int,
+        bits: int,
+        nonce: int = 0,
+        version: int = BLOCK_VERSION,
+    ) -> bytes:
+        """Serialize a block whose header commits to `transactions` (coinbase first)."""
+        header = build_header(
+            transactions, prev_hash=prev_hash, time=time, bits=bits, nonce=nonce, version=version
+        )
+        return serialize_block(header, transactions)
+
+    def __len__(self) -> int:
+        return len(self.txids)
+
+    def __repr__(self) -> str:
+        return f"Block({self.hash_hex}, {len(self.txids)} txs, {len(self.raw)} bytes)"
+
+    @property
+    def tx_count(self) -> int:
+        return len(self.txids)
+
+    @property
+    def size(self) -> int:
+        return len(self.raw)
+
+    @property
+    def hash(self) -> bytes:
+        return hash256(self.raw[:HEADER_SIZE])
+
+    @property
+    def hash_hex(self) -> str:
+        return self.hash[::-1].hex()
+
+    def has_valid_merkle_root(self) -> bool:
+        """Does the header commit to exactly these transactions?"""
+        return merkle_root(self.txids) == self.header.merkle_root
+
+    def _index(self, i: int) -> int:
+        n = len(self.txids)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"transaction index {i} out of range for {n} transactions")
+        return j
+
+    def tx_span(self, i: int) -> tuple[int, int]:
+        """(start, end) offsets of transaction `i` within `raw`."""
+        j = self._index(i)
+        return self._offsets[j], self._offsets[j + 1]
+
+    def tx_raw(self, i: int) -> bytes:
+        start, end = self.tx_span(i)
+        return self.raw[start:end]
+
+    def transaction(self, i: int) -> Transaction:
+        """Fully decode transaction `i` (DecodeError if, say, a token prefix is malformed)."""
+        start, end = self.tx_span(i)
+        tx, stop = parse_transaction(self.raw, start)
+        if stop != end:  # pragma: no cover - scan and parse read the same length fields
+            raise DecodeError(f"transaction {i} decodes to {stop - start} bytes, scanned {end}")
+        return tx
+
+    def iter_transactions(self) -> Iterator[Transaction]:
+        for i in range(len(self.txids)):
+            yield self.transaction(i)
+
+    def contains(self, pattern: bytes, i: int) -> bool:
+        """Do transaction `i`'s bytes contain `pattern`? (No decoding.)"""
+        start, end = self.tx_span(i)
+        return self.raw.find(pattern, start, end) >= 0
+
+    def find_transactions(self, pattern: bytes) -> list[int]:
+        """Indexes of the transactions whose bytes contain `pattern`, in one pass over the block.
+
+        Faster than `contains` per transaction when matches are rare: the search runs in C over
+        the whole block and only hits are mapped back to transactions.
+        """
+        raw = self.raw
+        offsets = self._offsets
+        stop = offsets[-1]
+        width = len(pattern)
+        found: list[int] = []
+        pos = offsets[0]
+        while True:
+            hit = raw.find(pattern, pos, stop)
+            if hit < 0:
+                return found
+            i = bisect_right(offsets, hit) - 1
+            end = offsets[i + 1]
+            if hit + width <= end:
+                found.append(i)
+                pos = end
+                if pos >= stop:
+                    return found
+            else:  # straddles two transactions: keep looking inside transaction i
+                pos = hit + 1
+
+
+def build_header(
+    transactions: Sequence[Transaction | bytes],
+    *,
+    prev_hash: bytes,
+    time: int,
+    bits: int,
+    nonce: int = 0,
+    version: int = BLOCK_VERSION,
+) -> BlockHeader:
+    """A header whose merkle root commits to `transactions` (a miner then varies `nonce`)."""
+    txids = [t.txid if isinstance(t, Transaction) else hash256(t) for t in transactions]
+    return BlockHeader(version, prev_hash, merkle_root(txids), time, bits, nonce)
+
+
+def serialize_block(header: BlockHeader, transactions: Sequence[Transaction | bytes]) -> bytes:
+    """header ‖ CompactSize count ‖ transactions, exactly as given (the header is not adjusted;
+    use `build_header` / `Block.build` to commit to the transactions)."""
+    parts = [header.encode(), compact_size(len(transactions))]
+    parts += [t.to_bytes() if isinstance(t, Transaction) else bytes(t) for t in transactions]
+    return b"".join(parts)
+
+
+def parse_block(raw: bytes) -> Block:
+    return Block(raw)
+
+
+__all__ = [
+    "BLOCK_VERSION",
+    "HEADER_SIZE",
+    "Block",
+    "BlockHeader",
+    "bits_to_target",
+    "build_header",
+    "merkle_branch",
+    "merkle_root",
+    "merkle_root_from_branch",
+    "parse_block",
+    "scan_transaction",
+    "serialize_block",
+]
