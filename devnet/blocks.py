@@ -1,7 +1,8 @@
 """Building real blocks: coinbase transactions, canonical ordering, headers, the genesis block.
 
-Difficulty is trivial (regtest bits, nonce 0): the devnet never grinds proof of work, but every
-header is a genuine 80-byte header whose merkle root and previous hash are exact.
+Difficulty is regtest's (bits 0x207fffff): about two nonces per block meet the target, so every
+header is a genuine 80-byte header with valid proof of work, an exact merkle root and previous
+hash — a client that checks proof of work accepts the devnet's chain.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def assemble_block(
     ordered = [coinbase, *ctor_order(txs)]
     root = merkle_root([t.txid for t in ordered])
     header = BlockHeader(BLOCK_VERSION, prev_hash, root, timestamp, REGTEST_BITS, 0)
+    while not header.check_proof_of_work():
+        header = BlockHeader(
+            BLOCK_VERSION, prev_hash, root, timestamp, REGTEST_BITS, header.nonce + 1
+        )
     return BlockRecord(header, tuple(ordered), serialize_block(header, ordered), header.hash)
 
 

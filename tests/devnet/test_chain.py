@@ -129,3 +129,15 @@ async def test_transaction_heights_and_verbose(tcp: Client) -> None:
     with pytest.raises(ServerError) as err:
         await tcp.call("blockchain.transaction.get", "ab" * 32)
     assert err.value.code == 2
+
+
+async def test_every_header_meets_its_proof_of_work_target() -> None:
+    from bch.block import BlockHeader
+    from devnet.service import Devnet, DevnetConfig
+
+    async with Devnet(DevnetConfig(tcp_base=0, ws_base=0, verify=False, premine=30)) as net:
+        node = net.nodes[0]
+        headers = [BlockHeader.from_bytes(r.header_bytes) for r in node.chain.blocks]
+        assert len(headers) == 31
+        assert all(h.check_proof_of_work() for h in headers)
+        assert len({h.nonce for h in headers}) > 1  # the nonce really is ground
