@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from enum import Enum
 
 from bch.encoding import DecodeError
-from bch.hashes import hash160, hash256
+from bch.hashes import hash160, hash256, sha256
 
 OP_0 = 0x00
 OP_PUSHDATA1 = 0x4C
@@ -179,3 +179,14 @@ def classify_locking(bytecode: bytes) -> tuple[ScriptKind, bytes]:
     if n and bytecode[0] == OP_RETURN:
         return ScriptKind.OP_RETURN, b""
     return ScriptKind.OTHER, b""
+
+
+def scripthash(locking: bytes) -> bytes:
+    """Electrum's script hash in digest order: sha256 of the locking bytecode, never the token
+    prefix, so a token-carrying output is found under the same hash as a plain one."""
+    return sha256(locking)
+
+
+def electrum_scripthash(locking: bytes) -> str:
+    """The script hash as Electrum servers take it: reversed, hex."""
+    return sha256(locking)[::-1].hex()

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bch.hashes import sha256
-from bch.script import OP_RETURN
+from bch.script import OP_RETURN, scripthash
 from bch.tx import OutPoint, Transaction, TxOutput
 from devnet.blocks import COINBASE_MATURITY, BlockRecord, block_subsidy, is_coinbase
 
@@ -33,15 +32,6 @@ class Coin:
     output: TxOutput
     height: int
     coinbase: bool
-
-
-def scripthash(locking: bytes) -> bytes:
-    """sha256 of the locking bytecode (never the token prefix); Electrum shows it reversed."""
-    return sha256(locking)
-
-
-def scripthash_hex(locking: bytes) -> str:
-    return sha256(locking)[::-1].hex()
 
 
 def is_unspendable(locking: bytes) -> bool:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from bch.script import scripthash
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
 from devnet.blocks import COINBASE_MATURITY
-from devnet.chain import scripthash
 from devnet.node import Node
 
 FEE_PER_BYTE = 2

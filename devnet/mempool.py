@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bch.script import scripthash
 from bch.tx import OutPoint, Transaction, TxOutput
-from devnet.chain import is_unspendable, scripthash
+from devnet.chain import is_unspendable
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from bch.hashes import sha256
+from bch.script import scripthash
 from bch.tx import OutPoint, Transaction, TxOutput
 from devnet.acceptance import AlreadyInMempool, Checked, TxRejected, check_transaction
 from devnet.blocks import (
@@ -21,7 +22,7 @@ from devnet.blocks import (
     coinbase_transaction,
     genesis_block,
 )
-from devnet.chain import Chain, ChainError, scripthash
+from devnet.chain import Chain, ChainError
 from devnet.clock import SimClock
 from devnet.mempool import Mempool, MempoolEntry
 from devnet.verifier import AsyncLibauthVerifier, VerifierUnavailable

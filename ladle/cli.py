@@ -51,6 +51,7 @@ def cmd_tx_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_pool_address(args: argparse.Namespace) -> int:
+    from bch.script import electrum_scripthash
     from protocols.cauldron import contract
 
     try:
@@ -65,7 +66,7 @@ def cmd_pool_address(args: argparse.Namespace) -> int:
             "owner_pkh": pkh.hex(),
             "redeem_script": contract.redeem_script(pkh).hex(),
             "locking_bytecode": locking.hex(),
-            "scripthash": contract.electrum_scripthash(locking),
+            "scripthash": electrum_scripthash(locking),
             "pool_address": contract.pool_address(pkh, prefix=args.prefix),
             "owner_p2pkh_addr": contract.owner_address(pkh, prefix=args.prefix),
         }

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from bch.script import ScriptKind, classify_locking
+from bch.script import ScriptKind, classify_locking, electrum_scripthash
 from bch.tx import Transaction, TxOutput
 from devnet.blocks import BlockRecord, is_coinbase
-from devnet.chain import scripthash_hex
 from devnet.node import HistoryItem, Unspent
 
 SATS_PER_BCH = 100_000_000
@@ -38,7 +37,7 @@ def utxo_info_json(u: Unspent) -> dict[str, object]:
     out: dict[str, object] = {}
     if u.height > 0:
         out["confirmed_height"] = u.height
-    out["scripthash"] = scripthash_hex(u.output.locking)
+    out["scripthash"] = electrum_scripthash(u.output.locking)
     out["value"] = u.output.value
     if u.output.token is not None:
         out["token_data"] = u.output.token.to_json()

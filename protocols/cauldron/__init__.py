@@ -1,10 +1,10 @@
 """Cauldron DEX micro pools: the contract (`contract`), its exact trade maths (`formulas`) and
 how pools show up in transactions (`detect`). Pure: no I/O anywhere in this package."""
 
+from bch.script import electrum_scripthash
 from protocols.cauldron.contract import (
     REDEEM_PREFIX,
     REDEEM_SUFFIX,
-    electrum_scripthash,
     owner_address,
     pool_address,
     pool_locking_bytecode,

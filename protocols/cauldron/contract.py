@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from bch.cashaddr import Address, AddressKind
-from bch.hashes import hash256, sha256
+from bch.hashes import hash256
 from bch.script import p2sh32_locking, push_data
 
 # `OP_DEPTH OP_IF OP_DUP OP_HASH160 <pkh:20>`: the owner's key hash is spliced in after this.
@@ -38,11 +38,6 @@ def redeem_script(owner_pkh: bytes) -> bytes:
 def pool_locking_bytecode(owner_pkh: bytes) -> bytes:
     """P2SH32 `aa20 <hash256(redeem)> 87` (cached: the indexer asks for the same owners often)."""
     return p2sh32_locking(hash256(redeem_script(owner_pkh)))
-
-
-def electrum_scripthash(locking: bytes) -> str:
-    """Electrum's script hash: sha256 of the locking bytecode (no token prefix), reversed, hex."""
-    return sha256(locking)[::-1].hex()
 
 
 def trade_unlocking(owner_pkh: bytes) -> bytes:

@@ -9,9 +9,10 @@ import asyncio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bch.script import scripthash
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
-from devnet.chain import Chain, scripthash
+from devnet.chain import Chain
 from devnet.clock import SimClock
 from devnet.network import Network
 from devnet.node import Node

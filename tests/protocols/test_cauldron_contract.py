@@ -15,14 +15,13 @@ from collections.abc import Iterator
 import pytest
 
 from bch.cashaddr import Address, AddressKind
-from bch.script import pushes
+from bch.script import electrum_scripthash, pushes
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from devnet.verifier import LibauthVerifier
 from protocols.cauldron.contract import (
     REDEEM_PREFIX,
     REDEEM_SUFFIX,
-    electrum_scripthash,
     owner_address,
     pool_address,
     pool_locking_bytecode,
