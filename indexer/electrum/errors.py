@@ -1,0 +1,66 @@
+"""What can go wrong talking to an Electrum server, split by what the caller should do about it.
+
+- `ElectrumError`: the server answered with a JSON-RPC error. The outcome is known; the message is
+  kept byte for byte (the broadcaster classifies node reject reasons by substring).
+- `ElectrumTimeout`: no answer in time. The outcome is unknown.
+- `ElectrumConnectionError`: the connection failed or was closed (or could not be made usable).
+  The outcome of anything in flight is unknown.
+- `NotSupported`: the server lacks an optional method (Rostrum's extensions on Fulcrum).
+- `ElectrumProtocolError`: the server answered, but with something that breaks the protocol or
+  does not check out (a transaction whose hash is not the txid asked for, a bad header size).
+"""
+
+from __future__ import annotations
+
+# JSON-RPC and Electrum Cash error codes (see shared/reference/electrum.md).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+BAD_REQUEST = 1
+DAEMON_ERROR = 2
+EXCESSIVE_FLOOD = 3
+LIMIT_EXCEEDED = 4
+
+
+class ElectrumClientError(Exception):
+    """Base of every error this client raises."""
+
+
+class ElectrumError(ElectrumClientError):
+    """A JSON-RPC error answered by the server: `code` and `message` exactly as sent."""
+
+    def __init__(self, code: int, message: str, method: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.method = method
+
+    def __str__(self) -> str:
+        where = f" ({self.method})" if self.method else ""
+        return f"server error {self.code}{where}: {self.message}"
+
+    def __repr__(self) -> str:
+        return f"ElectrumError({self.code!r}, {self.message!r}, {self.method!r})"
+
+
+class ElectrumTimeout(ElectrumClientError, TimeoutError):  # noqa: N818 (reads as an event)
+    """No response within the request's timeout (the request may still have taken effect)."""
+
+
+class ElectrumConnectionError(ElectrumClientError, ConnectionError):
+    """The connection could not be made, was lost, or the server is unusable for us."""
+
+
+class NotSupported(ElectrumClientError):  # noqa: N818 (a capability answer, not a failure)
+    """The server does not offer this optional method (e.g. Rostrum's `blockchain.block.get`)."""
+
+
+class ElectrumProtocolError(ElectrumClientError):
+    """The server's answer is malformed or fails verification."""
+
+
+class BlockChanged(ElectrumClientError):  # noqa: N818 (a state of the chain, not a fault)
+    """The block at a height is not the one expected: a reorg happened (or the server follows
+    another chain) while it was being fetched."""
