@@ -1,0 +1,125 @@
+"""The decoder interface: how a protocol's indexing plugs into the store.
+
+The store owns the chain (which block is applied, the tip, the SQLite transaction, reorgs and
+the mempool's bookkeeping); a decoder owns one protocol's tables. For each block the store
+
+1. picks the decoder's candidate transactions with its *prefilter* (byte patterns searched in
+   the raw transactions, so most of a block is never decoded),
+2. calls `prepare` once (the decoder reads what it needs from SQLite and may reorder the
+   candidates, e.g. parents before children, since CTOR blocks are sorted by txid),
+3. calls `decode(tx, context)` for each candidate in that order — pure, apart from advancing
+   its own context — and collects the rows,
+4. calls `write` with all the rows; steps 2–4 run inside the block's one SQLite transaction,
+5. after COMMIT, calls `committed` so the decoder can update in-memory state (the snapshot).
+
+`undo_to` deletes/restores the decoder's rows above a height inside the reorg transaction;
+`load` rebuilds in-memory state from the database (at open and after every undo). New protocols
+(oracles, registries, lending) add a decoder and register it; the follower and the store do not
+change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import aiosqlite
+
+from bch.tx import Transaction
+
+if TYPE_CHECKING:  # the store imports this module; Migration is only an annotation here
+    from indexer.store.schema import Migration
+
+ContextT = TypeVar("ContextT")
+RowT = TypeVar("RowT")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockContext:
+    """The block being applied (or, for the mempool, the block a transaction could enter)."""
+
+    height: int
+    time: int  # block time (Unix seconds); wall-clock time for the mempool
+    hash: bytes  # wire order; empty for the mempool
+    txids: tuple[bytes, ...] = ()  # every transaction of the block, wire order, block order
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTx:
+    """One decoded transaction and where it sits in its block (-1 in the mempool)."""
+
+    position: int
+    txid: bytes  # wire order
+    tx: Transaction
+
+
+class Decoder(Protocol[ContextT, RowT]):
+    """One protocol's indexing. See the module docstring for the call sequence."""
+
+    @property
+    def name(self) -> str:
+        """Unique; also the migrations' component name and the table prefix."""
+        ...
+
+    @property
+    def migrations(self) -> Sequence[Migration]: ...
+
+    @property
+    def patterns(self) -> Sequence[bytes]:
+        """The prefilter: a transaction is a candidate iff its raw bytes contain one of these
+        (b"" matches every transaction). Must never miss a transaction `decode` would use."""
+        ...
+
+    async def load(self, conn: aiosqlite.Connection) -> None:
+        """Rebuild in-memory state from the database (after open and after each undo)."""
+        ...
+
+    async def prepare(
+        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], ContextT]:
+        """Read what decoding the candidates needs; return them in decode order + the context."""
+        ...
+
+    def decode(self, tx: BlockTx, context: ContextT) -> Sequence[RowT]:
+        """The rows one transaction produces (pure, apart from advancing `context`)."""
+        ...
+
+    async def write(
+        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[RowT]
+    ) -> None:
+        """Store the block's rows (inside the block's transaction)."""
+        ...
+
+    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+        """Remove every effect of blocks above `height` (inside the reorg's transaction)."""
+        ...
+
+    def committed(
+        self, block: BlockContext, rows: Sequence[RowT], evicted: Collection[bytes]
+    ) -> None:
+        """The block is durable: update in-memory state. `evicted` are mempool txids the store
+        found conflicting with the block (or descending from such), beyond the block's own."""
+        ...
+
+    async def mempool_add(
+        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
+    ) -> bool:
+        """Apply an unconfirmed transaction to live state only; True if it mattered."""
+        ...
+
+    def mempool_evict(self, txids: Collection[bytes]) -> None:
+        """Forget these unconfirmed transactions (conflicts, replaced, dropped)."""
+        ...
+
+    def mempool_txids(self) -> Collection[bytes]:
+        """The unconfirmed transactions this decoder still applies to live state."""
+        ...
+
+
+AnyDecoder = Decoder[Any, Any]
+
+
+def matches(patterns: Sequence[bytes], raw_tx: bytes) -> bool:
+    """The prefilter test for one raw transaction."""
+    return any(p in raw_tx for p in patterns)

@@ -1,0 +1,353 @@
+"""The Cauldron decoder: loads what `decode` needs, writes its rows, undoes them, and keeps the
+known owners and the live pool snapshot in step with the committed index and the mempool."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+import aiosqlite
+
+from bch.tx import OutPoint
+from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.cauldron.decode import (
+    CauldronContext,
+    OwnerOverlay,
+    decode_order,
+    decode_tx,
+    revealed_owners,
+)
+from indexer.decoders.cauldron.model import (
+    OwnerSeen,
+    PoolEvent,
+    PoolSpent,
+    PoolUtxo,
+    Row,
+    TokenSeen,
+    Trade,
+    TraderSeen,
+)
+from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
+from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from indexer.store.schema import Migration
+from protocols.cauldron.contract import REDEEM_SUFFIX
+from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect
+
+# The prefilter: a pool spend carries the redeem script's tail, a creation the SUMMON marker,
+# and a known owner's un-summoned pool a P2SH32 locking bytecode (`aa20…87`).
+PATTERNS: tuple[bytes, ...] = (REDEEM_SUFFIX, SUMMON_HEAD, b"\xaa\x20")
+_CHUNK = 300  # outpoints per lookup query (2 variables each)
+
+_POOL_COLUMNS = (
+    "txid, vout, lineage_txid, lineage_vout, owner_pkh, category, sats, tokens, height, time, "
+    "position, via"
+)
+
+
+def _rev(h: bytes) -> bytes:
+    """Wire ↔ display order."""
+    return h[::-1]
+
+
+def _outpoint(display_txid: bytes, vout: int) -> OutPoint:
+    return OutPoint(_rev(display_txid), vout)
+
+
+def to_live(pool: PoolUtxo, confirmed: bool = True) -> LivePool:
+    return LivePool(
+        pool.outpoint,
+        pool.lineage,
+        pool.owner_pkh,
+        _rev(pool.category).hex(),
+        pool.sats,
+        pool.tokens,
+        pool.height if confirmed else None,
+    )
+
+
+def _from_live(pool: LivePool) -> PoolUtxo:
+    return PoolUtxo(
+        pool.outpoint,
+        pool.lineage,
+        pool.owner_pkh,
+        pool.category,
+        pool.sats,
+        pool.tokens,
+        -1 if pool.height is None else pool.height,
+        0,
+        -1,
+        "continuation",
+    )
+
+
+def _pool_from_row(r: Any) -> PoolUtxo:
+    return PoolUtxo(
+        _outpoint(r[0], r[1]),
+        _outpoint(r[2], r[3]),
+        bytes(r[4]),
+        _rev(r[5]),
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+    )
+
+
+async def fetch_live_pools(
+    conn: aiosqlite.Connection, outpoints: Iterable[OutPoint]
+) -> dict[OutPoint, PoolUtxo]:
+    """The unspent pool UTXOs among `outpoints` (chunked row-value IN lookups on the PK)."""
+    wanted = list(dict.fromkeys(outpoints))
+    found: dict[OutPoint, PoolUtxo] = {}
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        values = ",".join("(?,?)" for _ in chunk)
+        params: list[object] = []
+        for op in chunk:
+            params += (_rev(op.txid), op.index)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_POOL_COLUMNS} FROM cauldron_pools "
+            f"WHERE (txid, vout) IN (VALUES {values}) AND spent_height IS NULL",
+            params,
+        )
+        for r in rows:
+            pool = _pool_from_row(r)
+            found[pool.outpoint] = pool
+    return found
+
+
+class CauldronDecoder:
+    """Indexes Cauldron pools (see `indexer.decoders.base.Decoder` for the protocol)."""
+
+    name = COMPONENT
+    migrations: Sequence[Migration] = MIGRATIONS
+    patterns: Sequence[bytes] = PATTERNS
+
+    def __init__(self, snapshot: PoolSnapshot | None = None) -> None:
+        self.snapshot = snapshot if snapshot is not None else PoolSnapshot()
+        self.owners = KnownOwners()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    async def load(self, conn: aiosqlite.Connection) -> None:
+        owners = await conn.execute_fetchall("SELECT pkh FROM cauldron_owners")
+        self.owners = KnownOwners(bytes(r[0]) for r in owners)
+        rows = await conn.execute_fetchall(
+            f"SELECT {_POOL_COLUMNS} FROM cauldron_pools WHERE spent_height IS NULL"
+        )
+        tip = await conn.execute_fetchall("SELECT max(height) FROM blocks")
+        height = next(iter(tip))[0]
+        self.snapshot.replace_confirmed((to_live(_pool_from_row(r)) for r in rows), height)
+
+    # --- blocks --------------------------------------------------------------------------------
+
+    async def prepare(
+        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], CauldronContext]:
+        overlay = OwnerOverlay(self.owners, revealed_owners(t.tx for t in txs))
+        activities = {t.txid: detect(t.tx, overlay) for t in txs}
+        relevant = [t for t in txs if not activities[t.txid].is_empty]
+        produced = {t.txid for t in relevant}
+        spent = [
+            op
+            for t in relevant
+            for s in activities[t.txid].spends
+            if (op := t.tx.inputs[s.input_index].outpoint).txid not in produced
+        ]
+        pools = await fetch_live_pools(conn, spent)
+        ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, activities)
+        return decode_order(relevant), ctx
+
+    def decode(self, tx: BlockTx, context: CauldronContext) -> Sequence[Row]:
+        return decode_tx(tx, context)
+
+    async def write(
+        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
+    ) -> None:
+        h, t = block.height, block.time
+        created: dict[OutPoint, PoolUtxo] = {}
+        spent: dict[OutPoint, PoolSpent] = {}
+        events: list[tuple[object, ...]] = []
+        trades: list[tuple[object, ...]] = []
+        tokens: list[tuple[object, ...]] = []
+        owners: list[tuple[object, ...]] = []
+        traders: list[tuple[object, ...]] = []
+        tvl: dict[bytes, list[int]] = {}  # category (wire) → [Δsats, Δtokens, Δpools]
+        for r in rows:
+            if isinstance(r, PoolUtxo):
+                created[r.outpoint] = r
+                d = tvl.setdefault(r.category, [0, 0, 0])
+                d[0] += r.sats
+                d[1] += r.tokens
+                d[2] += 1
+            elif isinstance(r, PoolSpent):
+                spent[r.outpoint] = r
+                d = tvl.setdefault(r.category, [0, 0, 0])
+                d[0] -= r.sats
+                d[1] -= r.tokens
+                d[2] -= 1
+            elif isinstance(r, PoolEvent):
+                events.append(_event_params(r, h, t))
+            elif isinstance(r, Trade):
+                trades.append(
+                    (
+                        *(_rev(r.txid), _rev(r.category), h, t, r.position, r.direction),
+                        *(r.sats, r.tokens, r.volume_sats, r.volume_tokens, r.lp_fee),
+                        *(r.pools, r.pools_touched),
+                    )
+                )
+            elif isinstance(r, TokenSeen):
+                tokens.append(
+                    (
+                        *(_rev(r.category), h, t, r.position, r.out_index),
+                        *(_rev(r.lineage.txid), r.lineage.index),
+                    )
+                )
+            elif isinstance(r, OwnerSeen):
+                owners.append((r.pkh, h))
+            elif isinstance(r, TraderSeen):
+                traders.append((r.month, r.pkh, h))
+        pool_rows = []
+        for op, p in created.items():
+            s = spent.pop(op, None)
+            pool_rows.append(
+                (_rev(op.txid), op.index, _rev(p.lineage.txid), p.lineage.index, p.owner_pkh)
+                + (_rev(p.category), p.sats, p.tokens, h, t, p.position, p.via)
+                + ((None, None, None, None) if s is None else (_rev(s.txid), h, t, s.kind))
+            )
+        await conn.executemany(
+            "INSERT INTO cauldron_pools VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", pool_rows
+        )
+        cursor = await conn.executemany(
+            "UPDATE cauldron_pools SET spent_txid = ?, spent_height = ?, spent_time = ?, "
+            "spent_kind = ? WHERE txid = ? AND vout = ? AND spent_height IS NULL",
+            [(_rev(s.txid), h, t, s.kind, _rev(op.txid), op.index) for op, s in spent.items()],
+        )
+        if spent and cursor.rowcount != len(spent):  # prepare read them live: cannot happen
+            raise RuntimeError(f"block {h}: {len(spent) - cursor.rowcount} pool spends lost")
+        await conn.executemany(
+            "INSERT INTO cauldron_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", events
+        )
+        await conn.executemany(
+            "INSERT INTO cauldron_trades VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", trades
+        )
+        await conn.executemany(
+            "INSERT INTO cauldron_tokens VALUES (?,?,?,?,?,?,?) ON CONFLICT (category) DO UPDATE "
+            "SET time = excluded.time, position = excluded.position, "
+            "out_index = excluded.out_index, first_pool_txid = excluded.first_pool_txid, "
+            "first_pool_vout = excluded.first_pool_vout "
+            "WHERE excluded.height = cauldron_tokens.height AND (excluded.position, "
+            "excluded.out_index) < (cauldron_tokens.position, cauldron_tokens.out_index)",
+            tokens,
+        )
+        await conn.executemany("INSERT OR IGNORE INTO cauldron_owners VALUES (?,?)", owners)
+        await conn.executemany(
+            "INSERT OR IGNORE INTO cauldron_trader_months VALUES (?,?,?)", traders
+        )
+        await conn.executemany(
+            "INSERT INTO cauldron_tvl (category, height, time, sats, tokens, pools) "
+            "SELECT ?1, ?2, ?3, coalesce(p.sats, 0) + ?4, coalesce(p.tokens, 0) + ?5, "
+            "coalesce(p.pools, 0) + ?6 FROM (SELECT 1) LEFT JOIN ("
+            "SELECT sats, tokens, pools FROM cauldron_tvl WHERE category = ?1 "
+            "ORDER BY height DESC LIMIT 1) AS p",
+            [(_rev(c), h, t, d[0], d[1], d[2]) for c, d in tvl.items()],
+        )
+
+    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+        for table in (
+            "cauldron_tvl",
+            "cauldron_trader_months",
+            "cauldron_owners",
+            "cauldron_tokens",
+            "cauldron_trades",
+            "cauldron_events",
+        ):
+            await conn.execute(f"DELETE FROM {table} WHERE height > ?", (height,))
+        await conn.execute(
+            "UPDATE cauldron_pools SET spent_txid = NULL, spent_height = NULL, spent_time = NULL,"
+            " spent_kind = NULL WHERE spent_height > ?",
+            (height,),
+        )
+        await conn.execute("DELETE FROM cauldron_pools WHERE height > ?", (height,))
+
+    def committed(
+        self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
+    ) -> None:
+        created: dict[OutPoint, PoolUtxo] = {}
+        spent: set[OutPoint] = set()
+        for r in rows:
+            if isinstance(r, OwnerSeen):
+                self.owners.add(r.pkh)
+            elif isinstance(r, PoolUtxo):
+                created[r.outpoint] = r
+            elif isinstance(r, PoolSpent):
+                spent.add(r.outpoint)
+        self.snapshot.apply_block(
+            removed=[op for op in spent if op not in created],
+            added=[to_live(p) for op, p in created.items() if op not in spent],
+            confirmed_txids=block.txids,
+            evicted=evicted,
+            height=block.height,
+        )
+
+    # --- mempool -------------------------------------------------------------------------------
+
+    async def mempool_add(
+        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
+    ) -> bool:
+        if self.snapshot.is_pending(tx.txid):
+            return True
+        act = detect(tx.tx, self.owners)
+        if not (act.spends or act.created):
+            return False
+        pools: dict[OutPoint, PoolUtxo] = {}
+        for s in act.spends:
+            op = tx.tx.inputs[s.input_index].outpoint
+            live = self.snapshot.pool(op)
+            if live is not None:
+                pools[op] = _from_live(live)
+            elif self.snapshot.spent_by_pending(op) is not None or await _stored_pool(conn, op):
+                return False  # conflicts with a pending tx, or spends a pool already spent
+        if await _confirmed(conn, tx.txid):
+            return False
+        ctx = CauldronContext(block.height, block.time, self.owners, self.owners, pools)
+        ctx.activities[tx.txid] = act
+        rows = decode_tx(tx, ctx)
+        spent = tuple(r.outpoint for r in rows if isinstance(r, PoolSpent))
+        created = tuple(to_live(r, confirmed=False) for r in rows if isinstance(r, PoolUtxo))
+        if not spent and not created:
+            return False
+        return self.snapshot.add_pending(PendingTx(tx.txid, spent, created))
+
+    def mempool_evict(self, txids: Collection[bytes]) -> None:
+        self.snapshot.evict(txids)
+
+    def mempool_txids(self) -> Collection[bytes]:
+        return self.snapshot.pending_txids()
+
+
+def _event_params(e: PoolEvent, height: int, time: int) -> tuple[object, ...]:
+    before = e.before or (None, None)
+    after = e.after or (None, None)
+    return (
+        *(_rev(e.txid), e.seq, height, time, e.position, e.kind),
+        *(_rev(e.lineage.txid), e.lineage.index, e.owner_pkh, _rev(e.category)),
+        *(e.input_index, e.output_index, *before, *after, e.d_sats, e.d_tokens, e.lp_fee),
+        e.pools_touched,
+    )
+
+
+async def _stored_pool(conn: aiosqlite.Connection, op: OutPoint) -> bool:
+    rows = await conn.execute_fetchall(
+        "SELECT 1 FROM cauldron_pools WHERE txid = ? AND vout = ?", (_rev(op.txid), op.index)
+    )
+    return bool(list(rows))
+
+
+async def _confirmed(conn: aiosqlite.Connection, txid: bytes) -> bool:
+    rows = await conn.execute_fetchall(
+        "SELECT 1 FROM cauldron_events WHERE txid = ? LIMIT 1", (_rev(txid),)
+    )
+    return bool(list(rows))

@@ -1,0 +1,156 @@
+"""The Cauldron decoder's tables (documented in docs/index-schema.md).
+
+Conventions: 32-byte hashes (txids, categories) are BLOBs in *display* order, so `.hex()` of a
+column is what every API shows; pkhs are 20-byte BLOBs; amounts are INTEGERs (sats ≤ 2.1e15 and
+token amounts ≤ 2^63−1 fit). Every row records the height of the block that wrote it (and pool
+UTXOs the height that spent them), which is all a reorg needs: undo deletes rows above the
+fork and clears spends above it — no separate undo log.
+"""
+
+from __future__ import annotations
+
+from indexer.store.schema import Migration
+
+COMPONENT = "cauldron"
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        COMPONENT,
+        1,
+        "pools, events, trades, tokens, owners, traders, value locked",
+        """
+        -- Every pool UTXO the index knows, live (spent_height IS NULL) or spent.
+        CREATE TABLE cauldron_pools (
+            txid          BLOB NOT NULL,
+            vout          INTEGER NOT NULL,
+            lineage_txid  BLOB NOT NULL,
+            lineage_vout  INTEGER NOT NULL,
+            owner_pkh     BLOB NOT NULL,
+            category      BLOB NOT NULL,
+            sats          INTEGER NOT NULL,
+            tokens        INTEGER NOT NULL,
+            height        INTEGER NOT NULL REFERENCES blocks(height),
+            time          INTEGER NOT NULL,
+            position      INTEGER NOT NULL,
+            via           TEXT NOT NULL CHECK (via IN
+                              ('summon', 'known_owner', 'withdraw_recreate', 'continuation',
+                               'discovered')),
+            spent_txid    BLOB,
+            spent_height  INTEGER REFERENCES blocks(height),
+            spent_time    INTEGER,
+            spent_kind    TEXT CHECK (spent_kind IN ('trade', 'withdraw')),
+            PRIMARY KEY (txid, vout),
+            CHECK ((spent_height IS NULL) = (spent_txid IS NULL)
+                   AND (spent_height IS NULL) = (spent_time IS NULL)
+                   AND (spent_height IS NULL) = (spent_kind IS NULL))
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_pools_live_category
+            ON cauldron_pools(category, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_live_owner
+            ON cauldron_pools(owner_pkh, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_lineage
+            ON cauldron_pools(lineage_txid, lineage_vout, height, position, vout);
+        CREATE INDEX cauldron_pools_height ON cauldron_pools(height);
+        CREATE INDEX cauldron_pools_spent_height
+            ON cauldron_pools(spent_height) WHERE spent_height IS NOT NULL;
+
+        -- Every state change of a pool: one row per pool per transaction.
+        CREATE TABLE cauldron_events (
+            txid           BLOB NOT NULL,
+            seq            INTEGER NOT NULL,
+            height         INTEGER NOT NULL REFERENCES blocks(height),
+            time           INTEGER NOT NULL,
+            position       INTEGER NOT NULL,
+            kind           TEXT NOT NULL CHECK (kind IN
+                               ('create', 'buy', 'sell', 'deposit', 'unchanged', 'drain',
+                                'withdraw', 'discover', 'invalidated')),
+            lineage_txid   BLOB NOT NULL,
+            lineage_vout   INTEGER NOT NULL,
+            owner_pkh      BLOB NOT NULL,
+            category       BLOB NOT NULL,
+            input_index    INTEGER,
+            output_index   INTEGER,
+            sats_before    INTEGER,
+            tokens_before  INTEGER,
+            sats_after     INTEGER,
+            tokens_after   INTEGER,
+            d_sats         INTEGER,
+            d_tokens       INTEGER,
+            lp_fee         INTEGER,
+            pools_touched  INTEGER NOT NULL,
+            PRIMARY KEY (txid, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_events_lineage
+            ON cauldron_events(lineage_txid, lineage_vout, height, position, seq);
+        CREATE INDEX cauldron_events_category_time ON cauldron_events(category, time);
+        CREATE INDEX cauldron_events_owner_time ON cauldron_events(owner_pkh, time);
+        CREATE INDEX cauldron_events_height ON cauldron_events(height);
+        CREATE INDEX cauldron_events_withdrawn
+            ON cauldron_events(category) WHERE kind = 'withdraw';
+
+        -- Buys and sells per transaction and token (the trade feed, volume, candlesticks).
+        CREATE TABLE cauldron_trades (
+            txid           BLOB NOT NULL,
+            category       BLOB NOT NULL,
+            height         INTEGER NOT NULL REFERENCES blocks(height),
+            time           INTEGER NOT NULL,
+            position       INTEGER NOT NULL,
+            direction      TEXT NOT NULL CHECK (direction IN ('buy', 'sell')),
+            sats           INTEGER NOT NULL,
+            tokens         INTEGER NOT NULL,
+            volume_sats    INTEGER NOT NULL,
+            volume_tokens  INTEGER NOT NULL,
+            lp_fee         INTEGER NOT NULL,
+            pools          INTEGER NOT NULL,
+            pools_touched  INTEGER NOT NULL,
+            PRIMARY KEY (txid, category)
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_trades_category_time ON cauldron_trades(category, time);
+        CREATE INDEX cauldron_trades_category_height
+            ON cauldron_trades(category, height, position);
+        CREATE INDEX cauldron_trades_time ON cauldron_trades(time);
+        CREATE INDEX cauldron_trades_height ON cauldron_trades(height, position);
+
+        -- Tokens seen in pools, with their first pool: least (height, position, out_index).
+        CREATE TABLE cauldron_tokens (
+            category         BLOB PRIMARY KEY,
+            height           INTEGER NOT NULL REFERENCES blocks(height),
+            time             INTEGER NOT NULL,
+            position         INTEGER NOT NULL,
+            out_index        INTEGER NOT NULL,
+            first_pool_txid  BLOB NOT NULL,
+            first_pool_vout  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_tokens_height ON cauldron_tokens(height);
+
+        -- Owner pkhs known to the index (SUMMON markers, pools created or spent).
+        CREATE TABLE cauldron_owners (
+            pkh     BLOB PRIMARY KEY,
+            height  INTEGER NOT NULL REFERENCES blocks(height)
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_owners_height ON cauldron_owners(height);
+
+        -- Addresses (pkhs) funding trades, per UTC month, with the first height seen.
+        CREATE TABLE cauldron_trader_months (
+            month   TEXT NOT NULL,
+            pkh     BLOB NOT NULL,
+            height  INTEGER NOT NULL REFERENCES blocks(height),
+            PRIMARY KEY (month, pkh)
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_trader_months_height ON cauldron_trader_months(height);
+
+        -- Value locked per token after each block that changed it: the state as of any height
+        -- is the latest row at or below it (one index seek per token).
+        CREATE TABLE cauldron_tvl (
+            category  BLOB NOT NULL,
+            height    INTEGER NOT NULL REFERENCES blocks(height),
+            time      INTEGER NOT NULL,
+            sats      INTEGER NOT NULL,
+            tokens    INTEGER NOT NULL,
+            pools     INTEGER NOT NULL,
+            PRIMARY KEY (category, height)
+        ) WITHOUT ROWID;
+        CREATE INDEX cauldron_tvl_height ON cauldron_tvl(height);
+        """,
+    ),
+)

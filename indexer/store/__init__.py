@@ -1,0 +1,18 @@
+"""The indexer's SQLite store: schema migrations (`schema`), connections (`db`), block
+apply/undo and the mempool (`apply`), and the reads the REST API needs (`queries`)."""
+
+from indexer.store.apply import AppliedBlock, ChainError, ChainTip, Store
+from indexer.store.db import open_reader, open_writer
+from indexer.store.schema import CORE_MIGRATIONS, Migration, migrate
+
+__all__ = [
+    "CORE_MIGRATIONS",
+    "AppliedBlock",
+    "ChainError",
+    "ChainTip",
+    "Migration",
+    "Store",
+    "migrate",
+    "open_reader",
+    "open_writer",
+]

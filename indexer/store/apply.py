@@ -1,0 +1,388 @@
+"""The store: applies blocks, undoes them on reorgs, and feeds the mempool to live state.
+
+Every block is applied in ONE SQLite transaction that also writes its `blocks` row, the stored
+tip. So whenever the process dies — before, during or after COMMIT — the database holds the
+state after some whole block, never part of one, and a restarted follower resumes from
+`tip()`. Undo is derived from the rows themselves (each row carries the height that wrote or
+spent it), so a reorg rollback is exact without per-block undo blobs.
+
+In-memory state (known owners, the pool snapshot, the mempool) changes only after COMMIT; if
+anything fails or is cancelled mid-way, it is reloaded from the database before the next call.
+
+The follower's whole interface:
+
+    store = await Store.open(path)
+    tip = await store.tip()                      # None on a fresh database
+    await store.apply_block(height, block)       # Block or raw block bytes
+    await store.apply_transactions(height, header, txs)   # e.g. Fulcrum's per-tx fallback
+    await store.undo_to(fork_height)             # reorg: back to the last common block
+    await store.apply_mempool_tx(tx)             # unconfirmed: live state only
+    await store.evict(txids)                     # dropped from the node's mempool
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time as _time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bch.block import Block, BlockHeader
+from bch.hashes import hash256
+from bch.tx import Transaction
+from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, matches
+from indexer.snapshot import PoolSnapshot
+from indexer.store.db import open_writer
+from indexer.store.mempool import MempoolTracker
+from indexer.store.schema import CORE_MIGRATIONS, migrate
+
+# Up to this many pending outpoints, conflicts are found by searching the raw block for each
+# outpoint; beyond it every block transaction is decoded once instead.
+_SEARCH_LIMIT = 256
+
+
+class ChainError(Exception):
+    """The block does not extend the stored tip (wrong height or parent): undo first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainTip:
+    height: int
+    hash: bytes  # wire order
+    time: int
+
+    @property
+    def hash_hex(self) -> str:
+        return self.hash[::-1].hex()
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedBlock:
+    height: int
+    hash: bytes  # wire order
+    candidates: dict[str, int] = field(default_factory=dict)  # per decoder: prefilter hits
+    rows: dict[str, int] = field(default_factory=dict)  # per decoder: rows written
+    already_applied: bool = False  # the same block was already stored at this height
+
+
+class _Source:
+    """A block's transactions, decoded lazily and at most once."""
+
+    def __init__(
+        self,
+        header: BlockHeader,
+        block: Block | None,
+        raws: Sequence[bytes],
+        txids: Sequence[bytes],
+    ) -> None:
+        self.header = header
+        self._block = block
+        self._raws = raws
+        self.txids = tuple(txids)
+        self._txs: dict[int, Transaction] = {}
+
+    @classmethod
+    def from_block(cls, block: Block) -> _Source:
+        return cls(block.header, block, (), block.txids)
+
+    @classmethod
+    def from_transactions(cls, header: BlockHeader, txs: Sequence[Transaction | bytes]) -> _Source:
+        raws = [t.to_bytes() if isinstance(t, Transaction) else bytes(t) for t in txs]
+        src = cls(header, None, raws, [hash256(r) for r in raws])
+        for i, t in enumerate(txs):
+            if isinstance(t, Transaction):
+                src._txs[i] = t
+        return src
+
+    def __len__(self) -> int:
+        return len(self.txids)
+
+    def transaction(self, i: int) -> Transaction:
+        tx = self._txs.get(i)
+        if tx is None:
+            if self._block is not None:
+                tx = self._block.transaction(i)
+            else:
+                tx = Transaction.from_bytes(self._raws[i])
+            self._txs[i] = tx
+        return tx
+
+    def find(self, pattern: bytes) -> list[int]:
+        """Indexes of the transactions whose bytes contain `pattern`."""
+        if self._block is not None:
+            return self._block.find_transactions(pattern)
+        return [i for i, raw in enumerate(self._raws) if pattern in raw]
+
+    def block_txs(self, patterns: Sequence[bytes]) -> list[BlockTx]:
+        """The prefilter: decoded transactions containing any of `patterns`, in block order."""
+        hits: set[int] = set()
+        for p in patterns:
+            hits.update(self.find(p))
+        return [BlockTx(i, self.txids[i], self.transaction(i)) for i in sorted(hits)]
+
+
+class Store:
+    """The indexer's SQLite store (single writer). Methods are serialized by a lock."""
+
+    def __init__(
+        self, conn: aiosqlite.Connection, decoders: Sequence[AnyDecoder], snapshot: PoolSnapshot
+    ) -> None:
+        names = [d.name for d in decoders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"decoder names must be unique: {names}")
+        self.conn = conn
+        self.decoders = tuple(decoders)
+        self.snapshot = snapshot
+        self._lock = asyncio.Lock()
+        self._mempool = MempoolTracker()
+        self._dirty = True  # in-memory state not yet loaded
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        snapshot: PoolSnapshot | None = None,
+        decoders: Sequence[AnyDecoder] | None = None,
+    ) -> Store:
+        """Open (creating and migrating as needed) and load in-memory state.
+
+        Default decoders: every registered one, sharing `snapshot`. Explicit `decoders` must
+        have been created with the same snapshot (`create_decoders(snapshot=…)`).
+        """
+        from indexer.decoders import create_decoders  # the registry imports the store's schema
+
+        snap = snapshot if snapshot is not None else PoolSnapshot()
+        chosen = list(decoders) if decoders is not None else create_decoders(snapshot=snap)
+        conn = await open_writer(path)
+        try:
+            await migrate(conn, [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)])
+            store = cls(conn, chosen, snap)
+            await store._reload()
+        except BaseException:
+            await conn.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- chain ---------------------------------------------------------------------------------
+
+    async def tip(self) -> ChainTip | None:
+        """The last applied block (None on an empty index)."""
+        async with self._lock:  # never read a block that is being applied
+            return await self._tip()
+
+    async def block_hash(self, height: int) -> bytes | None:
+        """Wire-order hash of the stored block at `height` (to find a reorg's fork point)."""
+        async with self._lock:
+            return await self._block_hash(height)
+
+    async def _tip(self) -> ChainTip | None:
+        rows = list(
+            await self.conn.execute_fetchall(
+                "SELECT height, hash, time FROM blocks ORDER BY height DESC LIMIT 1"
+            )
+        )
+        if not rows:
+            return None
+        height, hash_, time = rows[0]
+        return ChainTip(height, bytes(hash_)[::-1], time)
+
+    async def _block_hash(self, height: int) -> bytes | None:
+        rows = list(
+            await self.conn.execute_fetchall("SELECT hash FROM blocks WHERE height = ?", (height,))
+        )
+        return bytes(rows[0][0])[::-1] if rows else None
+
+    async def apply_block(
+        self, height: int, block: Block | bytes, *, time: int | None = None
+    ) -> AppliedBlock:
+        """Apply a whole block at `height`; `time` defaults to the header's."""
+        parsed = block if isinstance(block, Block) else Block.from_bytes(block)
+        return await self._apply(height, _Source.from_block(parsed), time)
+
+    async def apply_transactions(
+        self,
+        height: int,
+        header: BlockHeader,
+        txs: Sequence[Transaction | bytes],
+        *,
+        time: int | None = None,
+    ) -> AppliedBlock:
+        """Apply a block given as its header and its transactions (in block order)."""
+        return await self._apply(height, _Source.from_transactions(header, txs), time)
+
+    async def undo_to(self, height: int) -> int:
+        """Roll back every block above `height` in one transaction; returns how many."""
+        async with self._lock:
+            await self._ensure_loaded()
+            rows = await self.conn.execute_fetchall(
+                "SELECT count(*) FROM blocks WHERE height > ?", (height,)
+            )
+            removed = int(next(iter(rows))[0])
+            if not removed:
+                return 0
+            self._dirty = True
+            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for d in reversed(self.decoders):
+                    await d.undo_to(self.conn, height)
+                await self.conn.execute("DELETE FROM blocks WHERE height > ?", (height,))
+                await self.conn.execute("COMMIT")
+            except BaseException:
+                await self._recover()
+                raise
+            await self._reload()
+            return removed
+
+    # --- mempool -------------------------------------------------------------------------------
+
+    async def apply_mempool_tx(self, tx: Transaction | bytes) -> bool:
+        """Apply an unconfirmed transaction to live state (never to the tables). True if some
+        decoder uses it (now or already); False if irrelevant or conflicting."""
+        raw = tx.to_bytes() if isinstance(tx, Transaction) else bytes(tx)
+        parsed = tx if isinstance(tx, Transaction) else Transaction.from_bytes(raw)
+        txid = hash256(raw)
+        async with self._lock:
+            await self._ensure_loaded()
+            if txid in self._mempool:
+                return True
+            tip = await self._tip()
+            ctx = BlockContext(0 if tip is None else tip.height + 1, int(_time.time()), b"")
+            btx = BlockTx(-1, txid, parsed)
+            used = False
+            for d in self.decoders:
+                if matches(d.patterns, raw) and await d.mempool_add(self.conn, ctx, btx):
+                    used = True
+            if used:
+                self._mempool.add(txid, parsed)
+            return used
+
+    async def evict(self, txids: Iterable[bytes]) -> set[bytes]:
+        """Drop unconfirmed transactions (and their descendants) from live state."""
+        async with self._lock:
+            await self._ensure_loaded()
+            gone = {t for t in txids if t in self._mempool}
+            gone |= self._mempool.descendants(gone)
+            if gone:
+                for d in self.decoders:
+                    d.mempool_evict(gone)
+                self._retain_mempool()
+            return gone
+
+    def mempool_txids(self) -> set[bytes]:
+        return self._mempool.txids()
+
+    # --- internals -----------------------------------------------------------------------------
+
+    async def _apply(self, height: int, src: _Source, time: int | None) -> AppliedBlock:
+        header = src.header
+        block_hash = header.hash
+        async with self._lock:
+            await self._ensure_loaded()
+            tip = await self._tip()
+            if tip is not None and height <= tip.height:
+                stored = await self._block_hash(height)
+                if stored == block_hash:
+                    return AppliedBlock(height, block_hash, already_applied=True)
+                shown = "nothing" if stored is None else stored[::-1].hex()
+                raise ChainError(
+                    f"height {height} holds {shown}, not {header.hash_hex}: undo_to first"
+                )
+            if tip is not None and (height != tip.height + 1 or header.prev_hash != tip.hash):
+                raise ChainError(
+                    f"block {header.hash_hex} at height {height} does not extend the tip "
+                    f"{tip.hash_hex} at height {tip.height}"
+                )
+            ctx = BlockContext(height, header.time if time is None else time, block_hash, src.txids)
+            work = [(d, src.block_txs(d.patterns)) for d in self.decoders]
+            self._dirty = True
+            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                await self.conn.execute(
+                    "INSERT INTO blocks (height, hash, prev_hash, time, max_time, tx_count, header)"
+                    " VALUES (?1, ?2, ?3, ?4, max(?4, coalesce((SELECT max_time FROM blocks "
+                    "WHERE height = ?1 - 1), ?4)), ?5, ?6)",
+                    (
+                        *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
+                        *(len(src), header.encode()),
+                    ),
+                )
+                results: list[Sequence[Any]] = []
+                for d, txs in work:
+                    order, context = await d.prepare(self.conn, ctx, txs)
+                    rows: list[Any] = [row for t in order for row in d.decode(t, context)]
+                    await d.write(self.conn, ctx, rows)
+                    results.append(rows)
+                await self.conn.execute("COMMIT")
+            except BaseException:
+                await self._recover()
+                raise
+            evicted = self._block_conflicts(src)
+            for (d, _), block_rows in zip(work, results, strict=True):
+                d.committed(ctx, block_rows, evicted)
+            self._mempool.discard(src.txids)
+            self._retain_mempool()
+            self._dirty = False
+            return AppliedBlock(
+                height,
+                block_hash,
+                {d.name: len(txs) for d, txs in work},
+                {d.name: len(r) for (d, _), r in zip(work, results, strict=True)},
+            )
+
+    def _block_conflicts(self, src: _Source) -> set[bytes]:
+        """Pending txs that a block transaction double-spends, plus their descendants."""
+        in_block = set(src.txids)
+        pending = {op: t for op, t in self._mempool.spenders().items() if t not in in_block}
+        if not pending:
+            return set()
+        losers: set[bytes] = set()
+        if len(pending) <= _SEARCH_LIMIT:
+            for op, txid in pending.items():
+                for i in src.find(op.encode()):
+                    if any(inp.outpoint == op for inp in src.transaction(i).inputs):
+                        losers.add(txid)
+        else:
+            for i in range(len(src)):
+                for inp in src.transaction(i).inputs:
+                    loser = pending.get(inp.outpoint)
+                    if loser is not None:
+                        losers.add(loser)
+        return losers | self._mempool.descendants(losers)
+
+    def _retain_mempool(self) -> None:
+        keep: set[bytes] = set()
+        for d in self.decoders:
+            keep.update(d.mempool_txids())
+        self._mempool.retain(keep)
+
+    async def _ensure_loaded(self) -> None:
+        if self._dirty:
+            await self._recover()
+
+    async def _recover(self) -> None:
+        """After a failure or cancellation: end any open transaction, reload memory state."""
+        self._dirty = True
+        await self.conn.execute("SELECT 1")  # queued behind whatever was in flight
+        if self.conn.in_transaction:
+            await self.conn.execute("ROLLBACK")
+        await self._reload()
+
+    async def _reload(self) -> None:
+        for d in self.decoders:
+            await d.load(self.conn)
+        self._retain_mempool()
+        self._dirty = False

@@ -1,0 +1,121 @@
+"""Crash safety: SIGKILL the applying process at random moments; the database always holds the
+state after a whole block (equal to a clean run's state at its tip), and resuming from the tip
+ends exactly where a clean run ends.
+
+Run as a module, this file is the worker: `python -m tests.indexer.test_store_crash DB BLOCKS`
+applies the blocks in the BLOCKS file from the database's tip onwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT
+from tests.indexer.test_store_scenario import BuiltBlock, build_chain, dump, open_store
+
+KILLS = 20
+
+
+def write_blocks(path: Path, blocks: list[BuiltBlock]) -> None:
+    with path.open("wb") as fh:
+        for b in blocks:
+            fh.write(b.height.to_bytes(4, "little") + len(b.raw).to_bytes(4, "little") + b.raw)
+
+
+def read_blocks(path: Path) -> list[tuple[int, bytes]]:
+    data = path.read_bytes()
+    out, pos = [], 0
+    while pos < len(data):
+        height = int.from_bytes(data[pos : pos + 4], "little")
+        size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+        out.append((height, data[pos + 8 : pos + 8 + size]))
+        pos += 8 + size
+    return out
+
+
+async def worker(db: str, blocks_file: str) -> None:
+    blocks = read_blocks(Path(blocks_file))
+    store = await open_store(db)
+    tip = await store.tip()
+    print("ready", flush=True)
+    first = blocks[0][0]
+    start = 0 if tip is None else tip.height - first + 1
+    for height, raw in blocks[start:]:
+        await store.apply_block(height, raw)
+    await store.close()
+    print("done", flush=True)
+
+
+def start_worker(db: Path, blocks_file: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.indexer.test_store_crash", str(db), str(blocks_file)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    assert ready and proc.stdout.readline().strip() == b"ready"
+    return proc
+
+
+async def state_at_tip(db: Path) -> tuple[int, dict[str, list[tuple[object, ...]]]]:
+    store = await open_store(db)
+    try:
+        tip = await store.tip()
+        return (0 if tip is None else tip.height), await dump(store.conn)
+    finally:
+        await store.close()
+
+
+async def test_sigkill_at_random_moments_never_leaves_half_a_block(tmp_path: Path) -> None:
+    chain = build_chain(seed=2024, n_blocks=60, actions=12)
+    blocks_file = tmp_path / "blocks.bin"
+    write_blocks(blocks_file, chain.blocks)
+    # The reference: a clean, uninterrupted run's full dump after every block.
+    reference: dict[int, dict[str, list[tuple[object, ...]]]] = {}
+    store = await open_store()
+    try:
+        reference[0] = await dump(store.conn)
+        for b in chain.blocks:
+            await store.apply_block(b.height, b.raw)
+            reference[b.height] = await dump(store.conn)
+    finally:
+        await store.close()
+
+    rng = random.Random(7)
+    db = tmp_path / "index.sqlite"
+    kills, runs, heights = 0, 0, set()
+    deadline = time.monotonic() + 150  # a safety net for a loaded machine, not a target
+    while kills < KILLS:
+        assert time.monotonic() < deadline, f"only {kills} kills in time"
+        runs += 1
+        proc = start_worker(db, blocks_file)
+        time.sleep(rng.uniform(0.0, 0.12))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+        height, state = await state_at_tip(db)
+        assert state == reference[height], f"run {runs}: not the state after block {height}"
+        heights.add(height)
+        if height == chain.height:  # finished: start over so the kills keep landing mid-sync
+            for f in tmp_path.glob("index.sqlite*"):
+                f.unlink()
+    # The kills landed all over the sync, not just before the first block.
+    assert len(heights - {0, chain.height}) >= 5
+    # And resuming after the last kill reaches exactly the clean final state.
+    proc = start_worker(db, blocks_file)
+    assert proc.wait(timeout=60) == 0
+    assert await state_at_tip(db) == (chain.height, reference[chain.height])
+
+
+if __name__ == "__main__":
+    asyncio.run(worker(sys.argv[1], sys.argv[2]))
