@@ -1,12 +1,15 @@
 """The `ladle` command line.
 
-Every command prints JSON on stdout. Bad input is one line on stderr and exit status 2, so
-scripts can tell a usage error (2) from a runtime failure (1).
+The tools (`tx`, `pool`, …) print JSON on stdout; the services (`devnet`, `up`) print their
+endpoints for people and then one `LADLE_READY {json}` line for scripts. Bad input is one line
+on stderr and exit status 2, so scripts can tell a usage error (2) from a runtime failure (1).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -75,12 +78,9 @@ def cmd_pool_address(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    print(
-        "ladle up: the embedded devnet and the services arrive with their issues; "
-        "nothing to start yet",
-        file=sys.stderr,
-    )
-    return 1
+    from ladle.up import cmd_up as up
+
+    return up(args)
 
 
 def _prefix_option(parser: argparse.ArgumentParser) -> None:
@@ -112,9 +112,35 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix_option(address)
     address.set_defaults(func=cmd_pool_address)
 
-    up = sub.add_parser("up", help="start the devnet and every service")
+    from devnet.cli import add_commands as add_devnet_commands
+    from ladle.up import add_arguments as add_up_arguments
+
+    add_devnet_commands(sub)
+    up = sub.add_parser(
+        "up",
+        help="start the devnet and every service",
+        description="Start the devnet (with a generated history) and every ladle component, "
+        "print their URLs and one LADLE_READY line, serve until SIGINT/SIGTERM.",
+    )
+    add_up_arguments(up)
     up.set_defaults(func=cmd_up)
+    _add_optional_commands(sub)
     return parser
+
+
+# Commands of components that may not exist yet in a checkout: each module, when present,
+# exposes `add_commands(subparsers)`.
+OPTIONAL_COMMANDS = ("router.cli",)
+
+
+def _add_optional_commands(sub: Any) -> None:
+    for name in OPTIONAL_COMMANDS:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            found = False
+        if found:
+            importlib.import_module(name).add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,253 @@
+"""`ladle devnet`: run a local network, lay down a scenario's history, serve it.
+
+`add_devnet_options` is shared with `ladle up` (which starts the devnet first); `launch` does
+the work and returns a `LaunchedDevnet` that knows its endpoints and how to stop. Heavy imports
+stay inside functions so that `ladle --help` and `ladle tx decode` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from devnet.bcmr_http import DocumentServer
+    from devnet.scenario.generator import ScenarioResult
+    from devnet.service import Devnet
+
+DEFAULT_PORT = 50001  # node 0's Electrum TCP port; WS = +2, HTTP = +4, node k adds 10·k
+WS_OFFSET = 2
+HTTP_OFFSET = 4
+PREMINE = 110
+PREMINE_SPACING = 600
+
+
+def add_devnet_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("devnet")
+    g.add_argument("--nodes", type=int, default=1, help="nodes in the network (default 1)")
+    g.add_argument(
+        "--ports",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="BASE",
+        help="node 0's Electrum TCP port; its WebSocket is BASE+2, the HTTP server BASE+4, "
+        "node k adds 10·k; 0 picks free ports (default 50001)",
+    )
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    g.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not check broadcast transactions' scripts with libauth (no Node.js needed)",
+    )
+    g.add_argument("--no-rostrum", action="store_true", help="disable Rostrum's extensions")
+    g.add_argument("--delay", type=float, default=0.0, help="propagation delay between nodes, s")
+    g.add_argument(
+        "--mine-every",
+        type=float,
+        default=0.0,
+        metavar="SEC",
+        help="after the history, mine a block every SEC real seconds (default 0: only on "
+        "request, devnet.mine)",
+    )
+    s = parser.add_argument_group("scenario")
+    s.add_argument(
+        "--preset", choices=("small", "default", "large"), default="default", help="scenario size"
+    )
+    s.add_argument("--no-scenario", action="store_true", help="only the premined chain")
+    s.add_argument("--seed", type=int, help="scenario seed (default 1)")
+    s.add_argument("--days", type=int, help="days of history")
+    s.add_argument("--block-interval", type=int, metavar="SEC", help="simulated block interval")
+    s.add_argument("--pools", type=int, help="pools of the busiest token")
+    s.add_argument("--tokens", type=int, help="fungible tokens (at least 6)")
+    s.add_argument("--trades-per-day", type=int, help="trades per simulated day")
+    s.add_argument(
+        "--payments-per-day", type=int, help="plain payments between traders per simulated day"
+    )
+    s.add_argument(
+        "--start-time",
+        type=int,
+        metavar="UNIX",
+        help="when the history starts (default: so that it ends now, to the hour); give it to "
+        "get the same chain byte for byte on every run",
+    )
+    s.add_argument(
+        "--verify-scenario",
+        action="store_true",
+        help="check every generated transaction's scripts with libauth too (slower)",
+    )
+    s.add_argument("--ledger", metavar="PATH", help="write the scenario's ledger (JSON) here")
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register `ladle devnet` on the `ladle` command's subparsers."""
+    parser = subparsers.add_parser(
+        "devnet",
+        help="run a local Bitcoin Cash network with a Cauldron history",
+        description="Run a local network speaking the Electrum Cash protocol, generate a "
+        "deterministic Cauldron history, print its endpoints and test wallets, then serve "
+        "until SIGINT/SIGTERM. Prints the same LADLE_READY line as `ladle up`.",
+    )
+    add_devnet_options(parser)
+    parser.set_defaults(func=cmd_devnet)
+
+
+def cmd_devnet(args: argparse.Namespace) -> int:
+    from ladle.up import run_components
+
+    return run_components(args, only=("devnet",))
+
+
+@dataclass(slots=True)
+class LaunchedDevnet:
+    devnet: Devnet
+    http: DocumentServer
+    scenario: ScenarioResult | None
+
+    def electrum(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for server in self.devnet.servers:
+            entry: dict[str, object] = {
+                "node": server.node.index,
+                "host": server.host,
+                "tcp_port": server.tcp_port,
+                "tcp": f"tcp://{server.host}:{server.tcp_port}",
+            }
+            if server.ws_port is not None:
+                entry["ws_port"] = server.ws_port
+                entry["ws"] = f"ws://{server.host}:{server.ws_port}"
+            out.append(entry)
+        return out
+
+    def wallets(self) -> list[dict[str, object]]:
+        if self.scenario is None:
+            return []
+        holdings = {h.name: h for h in self.scenario.holdings}
+        out: list[dict[str, object]] = []
+        for w in self.scenario.ledger.wallets:
+            entry: dict[str, object] = {
+                "name": w.name,
+                "wif": w.wif,
+                "address": w.address,
+                "token_address": w.token_address,
+                "pkh": w.pkh,
+            }
+            if w.name in holdings:
+                entry["sats"] = holdings[w.name].sats
+                entry["tokens"] = holdings[w.name].tokens
+            out.append(entry)
+        return out
+
+    def info(self) -> dict[str, object]:
+        node = self.devnet.nodes[0]
+        info: dict[str, object] = {
+            "height": node.height,
+            "tip": node.chain.tip.hash_hex,
+            "http": self.http.url,
+            "ipfs_gateway": f"{self.http.url}/ipfs/",
+        }
+        if self.scenario is not None:
+            info["ledger"] = f"{self.http.url}/ledger.json"
+            info["seed"] = self.scenario.ledger.params["seed"]
+        return info
+
+    def lines(self) -> list[str]:
+        """What a person reads: endpoints, the history, the wallets to try things with."""
+        node = self.devnet.nodes[0]
+        out = [f"devnet: {len(self.devnet.nodes)} node(s), height {node.height}"]
+        if self.scenario is not None:
+            s = self.scenario
+            out.append(
+                f"  history: seed {s.ledger.params['seed']}, {s.ledger.params['days']} days, "
+                f"{s.transactions} transactions, {s.blocks} blocks, {len(s.ledger.pools)} pools "
+                f"({s.seconds:.1f} s)"
+            )
+        for e in self.electrum():
+            ws = f"  {e['ws']}" if "ws" in e else ""
+            out.append(f"  electrum node {e['node']}: {e['tcp']}{ws}")
+        out.append(f"  http: {self.http.url}  (registries, IPFS gateway /ipfs/, /ledger.json)")
+        if self.scenario is not None:
+            holdings = {h.name: h for h in self.scenario.holdings}
+            for w in self.scenario.ledger.wallets:
+                out.append(f"  {w.name}: WIF {w.wif}")
+                out.append(f"    address {w.address}")
+                out.append(f"    tokens  {w.token_address}")
+                h = holdings.get(w.name)
+                if h is not None:
+                    held = ", ".join(f"{symbol} {amount}" for symbol, amount in h.tokens.items())
+                    out.append(f"    holds   {h.sats / 1e8:.8f} BCH; base units: {held}")
+        return out
+
+    async def stop(self) -> None:
+        await self.http.close()
+        await self.devnet.stop()
+
+
+def _history_start(args: argparse.Namespace, days: int) -> int:
+    if args.start_time is not None:
+        return int(args.start_time)
+    hour = int(time.time()) // 3600 * 3600
+    return hour - days * 86_400
+
+
+async def launch(args: argparse.Namespace) -> LaunchedDevnet:
+    """Start the network and the HTTP server, generate the scenario, publish its documents."""
+    from devnet.bcmr_http import DocumentServer
+    from devnet.scenario.generator import ScenarioGenerator
+    from devnet.scenario.params import PRESETS
+    from devnet.service import Devnet, DevnetConfig
+    from devnet.verifier import AsyncLibauthVerifier
+
+    if args.nodes < 1:
+        raise ValueError("--nodes must be at least 1")
+    if args.verify_scenario and args.no_verify:
+        raise ValueError("--verify-scenario needs script verification: drop --no-verify")
+    base = args.ports
+    http = DocumentServer(args.host, base + HTTP_OFFSET if base else 0)
+    await http.start()
+    params = PRESETS[args.preset].replace(
+        seed=args.seed,
+        days=args.days,
+        block_interval=args.block_interval,
+        pools=args.pools,
+        tokens=args.tokens,
+        trades_per_day=args.trades_per_day,
+        payments_per_day=args.payments_per_day,
+        verify=args.verify_scenario or None,
+        http_base=http.url,
+    )
+    start = _history_start(args, params.days)
+    config = DevnetConfig(
+        nodes=args.nodes,
+        host=args.host,
+        tcp_base=base,
+        ws_base=base + WS_OFFSET if base else 0,
+        delay=args.delay,
+        verify=not args.no_verify,
+        rostrum=not args.no_rostrum,
+        premine=PREMINE,
+        block_spacing=PREMINE_SPACING,
+        clock_start=start - PREMINE * PREMINE_SPACING,
+    )
+    verifier = AsyncLibauthVerifier() if config.verify else None
+    devnet = Devnet(config, verifier=verifier)
+    try:
+        await devnet.start()
+        result = None
+        if not args.no_scenario:
+            result = await ScenarioGenerator(devnet, params).run()
+            for path, body in result.documents.items():
+                http.publish(path, body)
+            ledger = result.ledger.dumps(indent=True)
+            http.publish("/ledger.json", ledger)
+            if args.ledger:
+                with open(args.ledger, "wb") as fh:
+                    fh.write(ledger)
+        if args.mine_every > 0:
+            devnet.network.start_mining(args.mine_every, spacing=max(1, int(args.mine_every)))
+    except BaseException:
+        await http.close()
+        await devnet.stop()
+        raise
+    return LaunchedDevnet(devnet, http, result)

@@ -1,0 +1,21 @@
+"""The scenario generator: a deterministic Cauldron history built from real transactions, and
+its ledger (what the indexer and REST tests compare against). See docs/devnet.md."""
+
+from devnet.scenario.generator import (
+    ScenarioError,
+    ScenarioExtension,
+    ScenarioGenerator,
+    ScenarioResult,
+)
+from devnet.scenario.ledger import Ledger
+from devnet.scenario.params import PRESETS, ScenarioParams
+
+__all__ = [
+    "PRESETS",
+    "Ledger",
+    "ScenarioError",
+    "ScenarioExtension",
+    "ScenarioGenerator",
+    "ScenarioParams",
+    "ScenarioResult",
+]
