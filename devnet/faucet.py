@@ -22,18 +22,23 @@ class FaucetEmpty(Exception):  # noqa: N818 (a state, reported to the caller)
 
 def _spendable(node: Node, wallet: Wallet) -> Iterator[tuple[OutPoint, TxOutput]]:
     """Plain coins of `wallet`, lazily: unconfirmed change first (it is usually large), then
-    mature confirmed coins. Lazy because the miner owns one coin per block mined."""
+    mature confirmed coins, oldest first. Lazy because the miner owns one coin per block mined;
+    ordered (not set order) so the same chain pays the same way in every process."""
     sh = scripthash(wallet.locking_bytecode)
     spends = node.mempool.spends
-    for txid in list(node.mempool.sh_index.get(sh, ())):
+    for txid in sorted(node.mempool.sh_index.get(sh, ())):
         tx = node.mempool.entries[txid].tx
         for i, out in enumerate(tx.outputs):
             op = OutPoint(txid, i)
             if out.locking == wallet.locking_bytecode and out.token is None and op not in spends:
                 yield op, out
     next_height = node.chain.height + 1
-    for op in list(node.chain.sh_utxos.get(sh, ())):
-        coin = node.chain.utxos[op]
+    utxos = node.chain.utxos
+    coins = sorted(
+        node.chain.sh_utxos.get(sh, ()), key=lambda op: (utxos[op].height, op.txid, op.index)
+    )
+    for op in coins:
+        coin = utxos[op]
         if op in spends or coin.output.token is not None:
             continue
         if coin.coinbase and next_height - coin.height < COINBASE_MATURITY:
