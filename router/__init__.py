@@ -1,0 +1,41 @@
+"""The swap router's pure core: pools (`pools`), route search (`route`), transaction building
+(`build`), the safety gate (`gate`), request parsing (`params`), error codes (`errors`) and the
+offline `ladle route` / `ladle build` commands (`cli`). No I/O outside `cli`: the WebSocket
+daemon calls `route.quote` and `build.build` with its live `PoolBook`."""
+
+from router.build import BuildResult, build
+from router.errors import ErrorCode, RouterError
+from router.params import (
+    BuildRequest,
+    QuoteRequest,
+    RouterConfig,
+    Side,
+    parse_build_params,
+    parse_quote_params,
+)
+from router.pools import BCH, Pool, PoolBook, load_pools, parse_pools
+from router.route import Direction, Hop, Leg, Quote, quote, solve_hop
+
+__all__ = [
+    "BCH",
+    "BuildRequest",
+    "BuildResult",
+    "Direction",
+    "ErrorCode",
+    "Hop",
+    "Leg",
+    "Pool",
+    "PoolBook",
+    "Quote",
+    "QuoteRequest",
+    "RouterConfig",
+    "RouterError",
+    "Side",
+    "build",
+    "load_pools",
+    "parse_build_params",
+    "parse_pools",
+    "parse_quote_params",
+    "quote",
+    "solve_hop",
+]

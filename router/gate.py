@@ -1,0 +1,253 @@
+"""The safety gate: the last check before a built transaction leaves the router.
+
+It re-derives everything from the transaction and the spent outputs, against what the request
+and the route promised, so a bug anywhere upstream (route search, funding, assembly) turns into
+a logged `build_failed` instead of a transaction that loses a user's money. Checks:
+
+- layout: version 2, locktime 0, pools first (input i ↔ output i, 69-byte redeem push);
+- every pool transition is exactly the route's and satisfies the contract predicate, keeping
+  ≥ MIN_POOL_SATS sats and ≥ 1 token;
+- every token category is conserved (inputs = outputs), no NFT is touched;
+- funding inputs are exactly `inputs_to_sign`, P2PKH, unsigned, of allowed categories;
+- the bought asset goes to `receive_addr`; every other non-pool output goes to `receive_addr`,
+  `change_addr` or the fee address (nothing of the user's anywhere else), and tokens only to
+  one of them that is token-aware;
+- the router fee output is present, exactly once and exact, iff a fee is charged;
+- no output is dust or has an empty locking bytecode; BCHN standardness (`bch.policy`) holds
+  for the worst-case signed transaction;
+- the miner fee is at least 1 sat/byte and at least the asked rate of the worst-case signed
+  size, and at most `overpay_band` above the asked rate: the only planned overpayment is BCH
+  change too small to be an output (below its dust threshold plus its own bytes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bch.policy import (
+    MIN_RELAY_FEE_PER_KB,
+    dust_threshold,
+    input_standardness_errors,
+    min_relay_fee,
+    standardness_errors,
+    token_balance_errors,
+    token_burns,
+)
+from bch.script import ScriptKind, classify_locking, push_data
+from bch.token import TokenData
+from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
+from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, is_valid_pool_transition
+from router.errors import build_failed
+from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
+from router.pools import BCH
+from router.route import P2PKH_UNLOCK_WORST, Leg, Quote
+
+log = logging.getLogger("ladle.router.gate")
+
+_PLACEHOLDER_UNLOCK = push_data(bytes(74)) + push_data(bytes(33))
+assert len(_PLACEHOLDER_UNLOCK) == P2PKH_UNLOCK_WORST
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What the request and the route promise; the gate holds the transaction to it."""
+
+    legs: tuple[Leg, ...]
+    receive: bytes
+    change: bytes
+    token_aware: frozenset[bytes]  # the user's addresses (lockings) that may receive tokens
+    categories: frozenset[bytes]  # token categories the trade involves (wire order)
+    bought_category: bytes | None  # None: BCH
+    expected_output: int
+    fee_locking: bytes | None
+    fee_output: TxOutput | None  # the exact router fee output, None when no fee is charged
+    fee_per_kb: int
+    inputs_to_sign: tuple[int, ...]
+
+    @classmethod
+    def for_build(
+        cls,
+        q: Quote,
+        request: BuildRequest,
+        config: RouterConfig,
+        inputs_to_sign: tuple[int, ...],
+    ) -> Expectation:
+        sell, buy = q.request.sell, q.request.buy
+        categories = frozenset(hex_to_hash(a) for a in (sell, buy) if a != BCH)
+        fee_locking = config.fee_locking
+        fee_output = None
+        if q.fee.amount and fee_locking is not None:
+            if q.fee.asset == BCH:
+                fee_output = TxOutput(q.fee.amount, fee_locking)
+            else:
+                fee_output = TxOutput(
+                    q.fee.sats, fee_locking, TokenData(hex_to_hash(q.fee.asset), q.fee.amount)
+                )
+        return cls(
+            q.legs,
+            request.receive.locking,
+            request.change.locking,
+            frozenset(d.locking for d in (request.receive, request.change) if d.token_aware),
+            categories,
+            None if buy == BCH else hex_to_hash(buy),
+            q.output_amount,
+            fee_locking,
+            fee_output,
+            fee_rate_per_kb(q.fee_per_byte),
+            inputs_to_sign,
+        )
+
+    def overpay_band(self) -> int:
+        """Sats the miner may get above the asked rate: a change output's dust threshold plus
+        the fee for its own bytes (change smaller than that is not worth an output)."""
+        change = TxOutput(0, self.change)
+        return dust_threshold(change) + miner_fee(change.size(), self.fee_per_kb)
+
+
+def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transaction:
+    """`tx` with each funding input unlocked by a placeholder of the largest P2PKH size."""
+    inputs = list(tx.inputs)
+    for i in inputs_to_sign:
+        inputs[i] = TxInput(inputs[i].outpoint, _PLACEHOLDER_UNLOCK, inputs[i].sequence)
+    signed = Transaction(tx.version, tuple(inputs), tx.outputs, tx.locktime)
+    return Transaction(tx.version, signed.inputs, tx.outputs, tx.locktime, signed.to_bytes())
+
+
+def _token_totals(outputs: Sequence[TxOutput]) -> dict[bytes, int]:
+    totals: dict[bytes, int] = {}
+    for o in outputs:
+        if o.token is not None:
+            totals[o.token.category] = totals.get(o.token.category, 0) + o.token.amount
+    return totals
+
+
+def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:
+    """Every reason `tx` must not leave the router (empty: it may)."""
+    found: list[str] = []
+    add = found.append
+    if tx.version != 2 or tx.locktime != 0:
+        add(f"version {tx.version} / locktime {tx.locktime}: must be 2 / 0")
+    if len(source_outputs) != len(tx.inputs):
+        return [*found, "source outputs are not aligned with the inputs"]
+    n_pools = len(exp.legs)
+    if len(tx.inputs) < n_pools or len(tx.outputs) < n_pools + 1:
+        return [*found, "fewer inputs or outputs than the route's pools"]
+
+    # Pools: input i ↔ output i, exactly the route, accepted by the contract.
+    for i, leg in enumerate(exp.legs):
+        pool = leg.pool
+        txin, spent, out = tx.inputs[i], source_outputs[i], tx.outputs[i]
+        if txin.outpoint != pool.outpoint or spent != pool.source_output:
+            add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
+        if txin.unlocking != pool.unlocking:
+            add(f"input {i} is not unlocked by the pool's trade path")
+        if out.locking != spent.locking or out.token is None or spent.token is None:
+            add(f"output {i} does not re-create pool input {i}")
+            continue
+        if out.token.category != spent.token.category or out.token.nft or spent.token.nft:
+            add(f"output {i} changes the pool's token category or holds an NFT")
+        if out.value != leg.after.sats or out.token.amount != leg.after.tokens:
+            add(f"output {i} is not the routed state of pool {pool.txid}:{pool.vout}")
+        # Judge what the transaction does, not what the route says it does.
+        before = PoolState(spent.value, spent.token.amount)
+        after = PoolState(out.value, out.token.amount)
+        if not is_valid_pool_transition(before, after):
+            add(f"pool {i}: {before} → {after} fails the contract predicate")
+        if after.sats < MIN_POOL_SATS or after.tokens < 1:
+            add(f"pool {i} left below its reserve: {after.sats} sats, {after.tokens} tokens")
+
+    # Funding inputs.
+    funding = tuple(range(n_pools, len(tx.inputs)))
+    if funding != exp.inputs_to_sign:
+        add(f"inputs to sign {exp.inputs_to_sign} are not the funding inputs {funding}")
+    for i in funding:
+        spent = source_outputs[i]
+        if classify_locking(spent.locking)[0] is not ScriptKind.P2PKH:
+            add(f"funding input {i} is not P2PKH")
+        if tx.inputs[i].unlocking:
+            add(f"funding input {i} is not left unsigned")
+        if spent.token is not None and (
+            spent.token.nft is not None or spent.token.category not in exp.categories
+        ):
+            add(f"funding input {i} carries tokens this trade would burn")
+
+    # Tokens: conserved per category, nothing burned or minted.
+    inputs_tokens = _token_totals(source_outputs)
+    outputs_tokens = _token_totals(tx.outputs)
+    if inputs_tokens != outputs_tokens:
+        add(f"token totals differ: inputs {inputs_tokens}, outputs {outputs_tokens}")
+    for v in token_balance_errors(tx, source_outputs):
+        add(f"token balance: {v.message}")
+    for category, burn in token_burns(tx, source_outputs).items():
+        add(f"would burn tokens of {category[::-1].hex()}: {burn}")
+
+    # Outputs: the bought asset first, then only the user's addresses and the fee address.
+    bought = tx.outputs[n_pools]
+    if bought.locking != exp.receive:
+        add(f"output {n_pools} (the bought asset) does not pay receive_addr")
+    if exp.bought_category is None:
+        if bought.token is not None or bought.value != exp.expected_output:
+            add(f"output {n_pools} is not {exp.expected_output} sats to receive_addr")
+    elif (
+        bought.token is None
+        or bought.token.category != exp.bought_category
+        or bought.token.amount != exp.expected_output
+        or bought.token.nft is not None
+    ):
+        add(f"output {n_pools} is not {exp.expected_output} bought tokens to receive_addr")
+    allowed = {exp.receive, exp.change}
+    if exp.fee_locking is not None:
+        allowed.add(exp.fee_locking)
+    fee_outputs = 0
+    for j in range(n_pools, len(tx.outputs)):
+        out = tx.outputs[j]
+        if not out.locking:
+            add(f"output {j} has an empty locking bytecode")
+        if out.locking not in allowed:
+            add(f"output {j} pays an address the user did not name")
+        is_fee = j > n_pools and out.locking == exp.fee_locking  # token-aware by config
+        if out.token is not None and out.locking not in exp.token_aware and not is_fee:
+            add(f"output {j} sends tokens to an address that is not token-aware")
+        if out.value < dust_threshold(out):
+            add(f"output {j} is dust: {out.value} < {dust_threshold(out)} sats")
+        if exp.fee_output is not None and out == exp.fee_output and j > n_pools:
+            fee_outputs += 1
+        elif (
+            exp.fee_locking is not None
+            and out.locking == exp.fee_locking
+            and exp.fee_locking not in (exp.receive, exp.change)
+        ):
+            add(f"output {j} pays the fee address something other than the fee")
+    if exp.fee_output is not None and fee_outputs != 1:
+        add(f"the router fee output appears {fee_outputs} times (expected once)")
+
+    # Miner fee within [asked rate, asked rate + overpay band] of the worst-case signed size.
+    signed = worst_case_signed(tx, funding)
+    size = signed.size()
+    paid = sum(o.value for o in source_outputs) - sum(o.value for o in tx.outputs)
+    floor = max(min_relay_fee(size, MIN_RELAY_FEE_PER_KB), miner_fee(size, exp.fee_per_kb))
+    ceiling = miner_fee(size, exp.fee_per_kb) + exp.overpay_band()
+    if paid < floor:
+        add(f"miner fee {paid} sats is below {floor} for {size} bytes")
+    if paid > ceiling:
+        add(f"miner fee {paid} sats is above the overpay band ({ceiling} for {size} bytes)")
+
+    # Relay policy, on the worst-case signed transaction.
+    for v in standardness_errors(signed):
+        add(f"non-standard ({v.reason}): {v.message}")
+    for v in input_standardness_errors(signed, source_outputs):
+        add(f"non-standard input ({v.reason}): {v.message}")
+    return found
+
+
+def enforce(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> None:
+    """Raise `build_failed` (and log why) unless `tx` passes every check."""
+    found = problems(tx, source_outputs, exp)
+    if found:
+        log.error("safety gate rejected a built transaction: %s", "; ".join(found))
+        raise build_failed(
+            f"safety gate: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""),
+            reasons=found,
+        )

@@ -1,0 +1,258 @@
+"""The pools a route may use: the `Pool` value, the offline pools file, and `PoolBook`, an
+immutable snapshot of tradable pools grouped by token.
+
+A pool is kept only if it can trade both ways without breaking the router's reserve rules: at
+least `MIN_POOL_SATS` sats (so its re-created output is never dust) and at least one token
+(a token-less output would have an empty category and fail the contract). Everything else in a
+snapshot (drained pools, dust) is silently left out, as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from bch.encoding import compact_size_len
+from bch.token import MAX_TOKEN_AMOUNT, TokenData
+from bch.tx import MAX_SATS, OutPoint, TxOutput, hex_to_hash
+from protocols.cauldron.contract import TRADE_UNLOCK_LEN, pool_locking_bytecode, trade_unlocking
+from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState
+
+BCH = "bch"
+
+# Serialized sizes (bytes) for fee and standard-size arithmetic.
+POOL_INPUT_SIZE = 32 + 4 + 1 + TRADE_UNLOCK_LEN + 4  # 110: outpoint, length, redeem push, seq.
+_POOL_OUTPUT_FIXED = 8 + 1 + 35 + 1 + 32 + 1  # value, script length, P2SH32, ef‖category‖bits
+
+_HEX = frozenset("0123456789abcdef")
+
+T = TypeVar("T")
+
+
+def pool_output_size(tokens: int) -> int:
+    """Bytes of a re-created pool output holding `tokens` (79–87: the amount's CompactSize)."""
+    return _POOL_OUTPUT_FIXED + compact_size_len(tokens)
+
+
+def is_hex_id(text: object) -> bool:
+    """A 64-character lowercase hex id (txid or token category, display order)."""
+    return isinstance(text, str) and len(text) == 64 and _HEX.issuperset(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One pool UTXO as the router sees it; ids are display-order lowercase hex."""
+
+    txid: str
+    vout: int
+    owner_pkh: bytes
+    token_id: str
+    sats: int
+    tokens: int
+    # Derived once: a route touches each pool's bytecode, category and UTXO several times.
+    _category: bytes = field(init=False, repr=False, compare=False)
+    _locking: bytes = field(init=False, repr=False, compare=False)
+    _source: TxOutput = field(init=False, repr=False, compare=False)
+    _outpoint: OutPoint = field(init=False, repr=False, compare=False)
+    _unlocking: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not is_hex_id(self.txid):
+            raise ValueError(f"pool txid must be 64 lowercase hex characters: {self.txid!r}")
+        if not is_hex_id(self.token_id):
+            raise ValueError(f"token_id must be 64 lowercase hex characters: {self.token_id!r}")
+        if not 0 <= self.vout <= 0xFFFFFFFF:
+            raise ValueError(f"tx_pos out of range: {self.vout}")
+        if len(self.owner_pkh) != 20:
+            raise ValueError("owner_pkh must be 20 bytes")
+        if not 0 <= self.sats <= MAX_SATS:
+            raise ValueError(f"pool sats out of range: {self.sats}")
+        if not 0 <= self.tokens <= MAX_TOKEN_AMOUNT:
+            raise ValueError(f"pool tokens out of range: {self.tokens}")
+        category = hex_to_hash(self.token_id)
+        locking = pool_locking_bytecode(self.owner_pkh)
+        source = TxOutput(
+            self.sats, locking, TokenData(category, self.tokens) if self.tokens else None
+        )
+        object.__setattr__(self, "_category", category)
+        object.__setattr__(self, "_locking", locking)
+        object.__setattr__(self, "_source", source)
+        object.__setattr__(self, "_outpoint", OutPoint(hex_to_hash(self.txid), self.vout))
+        object.__setattr__(self, "_unlocking", trade_unlocking(self.owner_pkh))
+
+    @property
+    def state(self) -> PoolState:
+        return PoolState(self.sats, self.tokens)
+
+    @property
+    def outpoint(self) -> OutPoint:
+        return self._outpoint
+
+    @property
+    def unlocking(self) -> bytes:
+        """The trade-path unlocking bytecode: the 69-byte redeem push."""
+        return self._unlocking
+
+    @property
+    def category(self) -> bytes:
+        """The token category in wire order."""
+        return self._category
+
+    @property
+    def locking(self) -> bytes:
+        return self._locking
+
+    def output(self, state: PoolState) -> TxOutput:
+        """The pool UTXO holding `state` (its current one, or its re-creation after a trade)."""
+        return TxOutput(state.sats, self.locking, TokenData(self.category, state.tokens))
+
+    @property
+    def source_output(self) -> TxOutput:
+        return self._source
+
+    @property
+    def trade_size(self) -> int:
+        """Bytes this pool adds to a trade: its input plus its re-created output."""
+        return POOL_INPUT_SIZE + pool_output_size(self.tokens)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.txid, self.vout)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "txid": self.txid,
+            "tx_pos": self.vout,
+            "owner_pkh": self.owner_pkh.hex(),
+            "token_id": self.token_id,
+            "sats": self.sats,
+            "tokens": str(self.tokens),
+        }
+
+
+def is_tradable(pool: Pool) -> bool:
+    """Can the router trade against this pool at all? (≥ MIN_POOL_SATS sats and ≥ 1 token.)"""
+    return pool.sats >= MIN_POOL_SATS and pool.tokens >= 1
+
+
+class PoolsFileError(ValueError):
+    """The pools file (or JSON array) is malformed; the message names the entry and field."""
+
+
+def _int_field(entry: Mapping[str, Any], name: str, where: str) -> int:
+    value = entry.get(name)
+    if isinstance(value, bool):
+        raise PoolsFileError(f"{where}: {name} must be an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise PoolsFileError(f"{where}: {name} must be an integer or an integer string")
+
+
+def pool_from_json(entry: object, where: str = "pool") -> Pool:
+    """One `{txid, tx_pos, owner_pkh, token_id, sats, tokens}` object (amounts: int or string)."""
+    if not isinstance(entry, dict):
+        raise PoolsFileError(f"{where}: expected an object")
+    txid = entry.get("txid")
+    token_id = entry.get("token_id")
+    pkh = entry.get("owner_pkh")
+    if not isinstance(txid, str) or not is_hex_id(txid.lower()):
+        raise PoolsFileError(f"{where}: txid must be 64 hex characters")
+    if not isinstance(token_id, str) or not is_hex_id(token_id.lower()):
+        raise PoolsFileError(f"{where}: token_id must be 64 hex characters")
+    if not isinstance(pkh, str) or len(pkh) != 40:
+        raise PoolsFileError(f"{where}: owner_pkh must be 40 hex characters")
+    try:
+        owner = bytes.fromhex(pkh)
+    except ValueError:
+        raise PoolsFileError(f"{where}: owner_pkh is not hex") from None
+    try:
+        return Pool(
+            txid.lower(),
+            _int_field(entry, "tx_pos", where),
+            owner,
+            token_id.lower(),
+            _int_field(entry, "sats", where),
+            _int_field(entry, "tokens", where),
+        )
+    except ValueError as exc:
+        raise PoolsFileError(f"{where}: {exc}") from None
+
+
+def parse_pools(data: object) -> list[Pool]:
+    """Every pool in a JSON array, tradable or not; a repeated outpoint is an error."""
+    if not isinstance(data, list):
+        raise PoolsFileError("the pools file must hold a JSON array of pools")
+    pools = [pool_from_json(entry, f"pool {i}") for i, entry in enumerate(data)]
+    seen: set[tuple[str, int]] = set()
+    for i, pool in enumerate(pools):
+        if pool.key in seen:
+            raise PoolsFileError(f"pool {i}: outpoint {pool.txid}:{pool.vout} appears twice")
+        seen.add(pool.key)
+    return pools
+
+
+def load_pools(path: str | Path) -> list[Pool]:
+    """Read the offline pools file (OSError if unreadable, PoolsFileError if malformed)."""
+    raw = Path(path).read_bytes()
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PoolsFileError(f"{path}: not valid JSON: {exc}") from None
+    return parse_pools(data)
+
+
+class PoolBook:
+    """An immutable snapshot of tradable pools, grouped by token, plus a memo for the route
+    search's per-token precomputation (sorting 2,000 pools once per snapshot, not per order).
+
+    `version` and `height` identify the snapshot to clients (`snapshot_version`,
+    `index_height`); the offline CLI has neither.
+    """
+
+    __slots__ = ("_by_token", "_lock", "_memo", "height", "version")
+
+    def __init__(
+        self,
+        pools: Iterable[Pool],
+        *,
+        version: int | str | None = None,
+        height: int | None = None,
+    ) -> None:
+        by_token: dict[str, list[Pool]] = {}
+        for pool in pools:
+            if is_tradable(pool):
+                by_token.setdefault(pool.token_id, []).append(pool)
+        self._by_token: dict[str, tuple[Pool, ...]] = {
+            token: tuple(sorted(group, key=lambda p: p.key)) for token, group in by_token.items()
+        }
+        self._memo: dict[object, object] = {}
+        self._lock = threading.Lock()
+        self.version = version
+        self.height = height
+
+    def pools(self, token_id: str) -> Sequence[Pool]:
+        """The token's tradable pools (empty if the token has none)."""
+        return self._by_token.get(token_id, ())
+
+    def tokens(self) -> list[str]:
+        return sorted(self._by_token)
+
+    def __len__(self) -> int:
+        return sum(len(group) for group in self._by_token.values())
+
+    def memo(self, key: object, factory: Callable[[], T]) -> T:
+        """Compute `factory()` once per key for this snapshot (thread-safe)."""
+        try:
+            return self._memo[key]  # type: ignore[return-value]
+        except KeyError:
+            pass
+        value = factory()
+        with self._lock:
+            return self._memo.setdefault(key, value)  # type: ignore[return-value]

@@ -1,0 +1,1096 @@
+"""Route search: split an order across a token's pools by equal marginal rate, then make it
+exact.
+
+The continuous problem (docs/router.md derives it). With the contract's 0.3 % fee on the pool's
+BCH delta, a pool (X sats, T tokens, K = X·T) trading at a common marginal rate r (output per
+input unit) sits at an amount that is *linear* in v = √r or 1/v:
+
+    buy tokens  (pay sats):   in = a/v − b,  out = T − a·v,   a = √(K/γ),  b = X/γ,  γ = 0.997
+    sell tokens (pay tokens): in = a/v − T,  out = φX − a·v,  a = √(φK),   φ = 1000/1003
+
+so the fill of every pool set is `Σa/v − Σb` (exact in) or `Σc − Σa·v` (exact out) and the
+common rate has a closed form between breakpoints. Pools are presorted once per snapshot by the
+rate at which they start to trade (v_max) and saturate (v_min, where a reserve rule binds), so an
+order is solved by one sweep down the breakpoints that stops as soon as the order is filled: it
+only touches the pools it uses. A pool also costs its ~197 bytes of miner fee; in the same
+variables its surplus over the margin is `b·(v_max − v)²`, so each pool gets an *entry point*
+below v_max where its surplus pays for its bytes and the sweep admits it only there.
+
+Floats steer; amounts are exact: each pool gets the integer part of its continuous share, the
+remaining base units go one by one to the best marginal rate, a polish pass recovers what
+per-pool rounding wastes, and every pool's amounts come from the contract's exact formulas
+(`protocols.cauldron.formulas`), so the predicate always accepts them. The result is never
+worse than the best single pool, which is checked explicitly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bch.encoding import compact_size_len
+from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
+from bch.script import p2pkh_locking
+from bch.token import MAX_TOKEN_AMOUNT, TokenData
+from bch.tx import MAX_SATS, TxOutput
+from protocols.cauldron.formulas import (
+    MIN_POOL_SATS,
+    PoolState,
+    buy_tokens_exact_in,
+    buy_tokens_exact_out,
+    lp_fee,
+    sell_tokens_exact_in,
+    sell_tokens_exact_out,
+)
+from router.errors import route_failed
+from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
+from router.pools import BCH, POOL_INPUT_SIZE, Pool, PoolBook, pool_output_size
+
+GAMMA = 997 / 1000
+PHI = 1000 / 1003
+_INF = math.inf
+
+# --- transaction size model (bytes), shared with the builder --------------------------------
+TX_OVERHEAD = 4 + 4 + 3 + 3  # version, locktime, input and output counts (worst case)
+# P2PKH unlocking at its largest: push of a 73-byte DER signature + sighash byte, push of a
+# 33-byte key. Fees are sized for it so the signed transaction never drops below the rate.
+P2PKH_UNLOCK_WORST = 1 + 73 + 1 + 1 + 33  # 109
+FUNDING_INPUT_WORST = 32 + 4 + 1 + P2PKH_UNLOCK_WORST + 4  # 150
+POOL_TRADE_WORST = POOL_INPUT_SIZE + pool_output_size(MAX_TOKEN_AMOUNT)  # 197
+USER_OUTPUT_WORST = 8 + 1 + 35 + 34 + 9  # P2SH32 holding an FT with the largest amount: 87
+USER_OUTPUTS_MAX = 5  # bought asset, two token changes, BCH change, router fee
+
+
+def max_pools_for(funding_inputs: int, user_outputs: int = USER_OUTPUTS_MAX) -> int:
+    """How many pools fit a standard transaction next to this much funding (worst sizes)."""
+    fixed = TX_OVERHEAD + funding_inputs * FUNDING_INPUT_WORST + user_outputs * USER_OUTPUT_WORST
+    return max(0, (MAX_STANDARD_TX_SIZE - fixed) // POOL_TRADE_WORST)
+
+
+class Direction(StrEnum):
+    BUY = "buy"  # the user pays sats into the pools and takes tokens
+    SELL = "sell"  # the user pays tokens into the pools and takes sats
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    """One pool's part of a route: its state before (the pool) and after the trade."""
+
+    pool: Pool
+    after: PoolState
+
+    @property
+    def direction(self) -> Direction:
+        return Direction.BUY if self.after.sats > self.pool.sats else Direction.SELL
+
+    @property
+    def amount_in(self) -> int:
+        """What the user pays this pool (sats when buying tokens, tokens when selling)."""
+        if self.after.sats > self.pool.sats:
+            return self.after.sats - self.pool.sats
+        return self.after.tokens - self.pool.tokens
+
+    @property
+    def amount_out(self) -> int:
+        if self.after.sats > self.pool.sats:
+            return self.pool.tokens - self.after.tokens
+        return self.pool.sats - self.after.sats
+
+    @property
+    def lp_fee(self) -> int:
+        return lp_fee(self.pool.sats, self.after.sats)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "txid": self.pool.txid,
+            "tx_pos": self.pool.vout,
+            "owner_pkh": self.pool.owner_pkh.hex(),
+            "token_id": self.pool.token_id,
+            "direction": self.direction.value,
+            "amount_in": str(self.amount_in),
+            "amount_out": str(self.amount_out),
+            "lp_fee": str(self.lp_fee),
+            "sats_before": str(self.pool.sats),
+            "tokens_before": str(self.pool.tokens),
+            "sats_after": str(self.after.sats),
+            "tokens_after": str(self.after.tokens),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """The legs trading one token in one direction, and their totals."""
+
+    token_id: str
+    direction: Direction
+    legs: tuple[Leg, ...]
+
+    @property
+    def amount_in(self) -> int:
+        return sum(leg.amount_in for leg in self.legs)
+
+    @property
+    def amount_out(self) -> int:
+        return sum(leg.amount_out for leg in self.legs)
+
+
+# --- the per-token model ---------------------------------------------------------------------
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _sell_out_cap(pool: Pool) -> int:
+    """Most sats a sale may take: the pool keeps MIN_POOL_SATS, and the tokens needed stay
+    within 2^63−1 (net sats after fee ≥ ⌈K / MAX⌉, which also keeps them ≥ 1)."""
+    spare = pool.sats - _cdiv(pool.sats * pool.tokens, MAX_TOKEN_AMOUNT)
+    return min(pool.sats - MIN_POOL_SATS, (1000 * spare + 999) // 1003)
+
+
+class _Model:
+    """One token's pools in one direction, sorted by v_max (best rate first), with the closed
+    form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
+
+    __slots__ = (
+        "_plans",
+        "a",
+        "b",
+        "by_depth",
+        "by_vmin",
+        "c",
+        "cap_in",
+        "cap_out",
+        "direction",
+        "neg_depth",
+        "neg_vmax",
+        "pools",
+        "size",
+        "vmax",
+        "vmin",
+    )
+
+    def __init__(self, pools: Iterable[Pool], direction: Direction) -> None:
+        rows: list[tuple[float, float, float, float, float, Pool]] = []
+        for pool in pools:
+            x, t = pool.sats, pool.tokens
+            k = x * t
+            if direction is Direction.BUY:
+                if t < 2 or x >= MAX_SATS:
+                    continue  # must keep one token / cannot take more sats
+                a = math.sqrt(k / GAMMA)
+                b = x / GAMMA
+                c = float(t)
+                vmax = math.sqrt(GAMMA * t / x)
+                vmin = max(1.0 / a, a / (MAX_SATS - x + b))
+            else:
+                if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
+                    continue
+                a = math.sqrt(PHI * k)
+                b = float(t)
+                c = PHI * x
+                vmax = math.sqrt(PHI * x / t)
+                vmin = max((c - (x - MIN_POOL_SATS)) / a, a / MAX_TOKEN_AMOUNT)
+            if not vmin < vmax:
+                continue
+            rows.append((vmax, a, b, c, vmin, pool))
+        rows.sort(key=lambda r: -r[0])
+        self.direction = direction
+        self.vmax = [r[0] for r in rows]
+        self.a = [r[1] for r in rows]
+        self.b = [r[2] for r in rows]
+        self.c = [r[3] for r in rows]
+        self.vmin = [r[4] for r in rows]
+        self.pools = [r[5] for r in rows]
+        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _ in rows]
+        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _ in rows]
+        self.size = [p.trade_size for p in self.pools]
+        self.by_vmin = sorted(range(len(rows)), key=self.vmin.__getitem__, reverse=True)
+        self.by_depth = sorted(range(len(rows)), key=self.cap_out.__getitem__, reverse=True)
+        self.neg_vmax = [-v for v in self.vmax]  # ascending, for bisect
+        self.neg_depth = [-self.cap_out[i] for i in self.by_depth]
+        self._plans: dict[float, _Plan] = {}
+
+    def __len__(self) -> int:
+        return len(self.pools)
+
+    def plan(self, fee_per_byte: float) -> _Plan:
+        """Byte costs and the entry order for one fee rate (cached: rates rarely vary)."""
+        plan = self._plans.get(fee_per_byte)
+        if plan is None:
+            cost = [fee_per_byte * s for s in self.size]
+            enter = _entry_points(self, cost)
+            order = sorted(range(len(self)), key=enter.__getitem__, reverse=True)
+            order = [i for i in order if enter[i] > 0.0]
+            plan = _Plan(cost, order, [enter[i] for i in order])
+            if len(self._plans) >= 8:
+                self._plans.clear()
+            self._plans[fee_per_byte] = plan
+        return plan
+
+    def single_cost_bound(self, i: int, amount: int) -> float:
+        """A lower bound on pool i's exact input for `amount` output alone (the continuous
+        input, less two units); infinite if the pool cannot deliver it."""
+        pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
+        if self.direction is Direction.BUY:
+            if amount >= t:
+                return _INF
+            return (x * t / (t - amount) - x) / GAMMA - 2.0
+        # The contract's fee floor can save up to one sat of the payout: price amount − 1.
+        net = x - (amount - 1) / PHI
+        if net <= 0.0:
+            return _INF
+        return x * t / net - t - 2.0
+
+    def single_bound(self, i: int, amount: int) -> float:
+        """An upper bound on pool i's exact output for `amount` input alone: the continuous
+        output, plus one unit for the contract's ceiling division, with the fee floor's gain
+        (< 1/γ sats of input when buying, < 1 sat of output when selling)."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            x = amount + 1.0 / GAMMA + 1e-9 * amount
+            return pool.tokens * GAMMA * x / (pool.sats + GAMMA * x) * (1 + 1e-12) + 1.0
+        return PHI * pool.sats * amount / (pool.tokens + amount) * (1 + 1e-12) + 2.0
+
+    # exact per-pool arithmetic (integers; the contract's formulas) --------------------------
+
+    def in_cap(self, i: int) -> int:
+        """Most input worth paying pool i (beyond it the output no longer grows)."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            limit = MAX_SATS - pool.sats
+            try:
+                return min(limit, buy_tokens_exact_out(pool.state, pool.tokens - 1))
+            except ValueError:
+                return limit
+        limit = MAX_TOKEN_AMOUNT - pool.tokens
+        try:
+            return min(limit, sell_tokens_exact_out(pool.state, _sell_out_cap(pool)))
+        except ValueError:
+            return limit
+
+    def out_cap(self, i: int) -> int:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return pool.tokens - 1
+        return _sell_out_cap(pool)
+
+    def out_for_in(self, i: int, amount_in: int) -> int:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return buy_tokens_exact_in(pool.state, amount_in)
+        return min(sell_tokens_exact_in(pool.state, amount_in), _sell_out_cap(pool))
+
+    def in_for_out(self, i: int, amount_out: int) -> int:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return buy_tokens_exact_out(pool.state, amount_out)
+        return sell_tokens_exact_out(pool.state, amount_out)
+
+    def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            after = PoolState(pool.sats + amount_in, pool.tokens - amount_out)
+        else:
+            after = PoolState(pool.sats - amount_out, pool.tokens + amount_in)
+        return Leg(pool, after)
+
+    def rate_at_in(self, i: int, x: int) -> float:
+        """Marginal output per input unit after pool i has received `x` input units."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return GAMMA * pool.tokens * pool.sats / (pool.sats + GAMMA * x) ** 2
+        return PHI * pool.sats * pool.tokens / (pool.tokens + x) ** 2
+
+    def rate_at_out(self, i: int, y: int) -> float:
+        """Marginal output per input unit after pool i has paid out `y` output units."""
+        pool = self.pools[i]
+        k = pool.sats * pool.tokens
+        if self.direction is Direction.BUY:
+            return GAMMA * (pool.tokens - y) ** 2 / k
+        return PHI * (pool.sats - y / PHI) ** 2 / k
+
+
+def _model(book: PoolBook, token_id: str, direction: Direction) -> _Model:
+    return book.memo(
+        ("route-model", token_id, direction), lambda: _Model(book.pools(token_id), direction)
+    )
+
+
+# --- the continuous sweep --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    cost: list[float]  # sats of miner fee each pool's bytes cost
+    order: list[int]  # pools by descending entry point (only those that ever pay for bytes)
+    enter: list[float]  # their entry points, aligned with `order`
+
+
+@dataclass(frozen=True, slots=True)
+class _Fill:
+    v: float  # the common √rate; 0 when the members cannot fill the order
+    members: list[int]  # model indices admitted by the sweep
+    jumped: bool = False  # the last member's admission overshot the order (see _sweep)
+
+
+def _sweep(
+    m: _Model,
+    order: Sequence[int],
+    enter: Sequence[float],
+    sat_order: Sequence[int],
+    target: float,
+    exact_in: bool,
+    limit: int | None = None,
+) -> _Fill:
+    """Walk the breakpoints from the best rate down until the pools admitted so far fill
+    `target`. `enter[j]` is where pool `order[j]` is admitted (descending); `sat_order` lists
+    the candidates by descending v_min. The fill is linear in 1/v (exact in) or v (exact out)
+    between breakpoints, so the crossing is solved in closed form.
+
+    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
+    overshoots the order the sweep stops with `jumped` and the caller re-solves that set. It
+    also stops, unsolved (v = 0), once more than `limit` pools are admitted.
+    """
+    a_arr, vmin = m.a, m.vmin
+    off = m.b if exact_in else m.c  # per-pool constant of the linear form
+    cap = m.cap_in if exact_in else m.cap_out
+    sum_a = sum_k = sat_total = 0.0
+    state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
+    members: list[int] = []
+    most = limit if limit is not None else len(m)
+    ei = si = 0
+    n_e, n_s = len(order), len(sat_order)
+    while True:
+        ve = enter[ei] if ei < n_e else 0.0
+        vs = vmin[sat_order[si]] if si < n_s else 0.0
+        if vs > ve and state[sat_order[si]] != 1:
+            si += 1  # saturates before it is admitted (it will enter saturated) or never enters
+            continue
+        v_next = ve if ve >= vs else vs
+        if exact_in:
+            if v_next > 0.0:
+                fill = sum_a / v_next - sum_k + sat_total
+            else:
+                fill = _INF if sum_a > 0.0 else sat_total
+        else:
+            fill = sum_k - sum_a * v_next + sat_total
+        if fill >= target and sum_a > 0.0:
+            if exact_in:
+                v = sum_a / (target + sum_k - sat_total)
+            else:
+                v = (sum_k + sat_total - target) / sum_a
+            return _Fill(max(v, v_next), members)
+        if v_next <= 0.0:
+            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
+        if ve >= vs:
+            if len(members) >= most:
+                return _Fill(0.0, members)
+            i = order[ei]
+            ei += 1
+            members.append(i)
+            if ve > vmin[i]:
+                state[i] = 1
+                sum_a += a_arr[i]
+                sum_k += off[i]
+                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+            else:
+                state[i] = 2
+                sat_total += cap[i]
+                gained = cap[i]
+            if gained > 0.0 and fill + gained >= target:
+                return _Fill(0.0, members, jumped=True)
+        else:
+            i = sat_order[si]
+            si += 1
+            state[i] = 2
+            sum_a -= a_arr[i]
+            sum_k -= off[i]
+            sat_total += cap[i]
+
+
+def _plain_fill(m: _Model, members: Iterable[int], target: float, exact_in: bool) -> _Fill:
+    """Water-fill exactly this set of pools (no byte costs: each trades from its v_max)."""
+    order = sorted(members)  # model order is v_max order
+    sat_order = sorted(order, key=m.vmin.__getitem__, reverse=True)
+    return _sweep(m, order, [m.vmax[i] for i in order], sat_order, target, exact_in)
+
+
+def _allocation(m: _Model, members: Iterable[int], v: float) -> list[tuple[int, float, float]]:
+    """(pool, in, out) at the common √rate v, for the pools that trade at all."""
+    out: list[tuple[int, float, float]] = []
+    for i in members:
+        if v >= m.vmax[i]:
+            continue
+        if v <= m.vmin[i]:
+            out.append((i, m.cap_in[i], m.cap_out[i]))
+        else:
+            a = m.a[i]
+            out.append((i, a / v - m.b[i], m.c[i] - a * v))
+    return out
+
+
+def _entry_points(m: _Model, pool_cost: Sequence[float]) -> list[float]:
+    """Where each pool's surplus over the margin pays for its bytes (cost in sats).
+
+    Buying: surplus b·(v_max − v)² tokens against cost·v² tokens → v ≤ v_max / (1 + √(cost/b)).
+    Selling: surplus T·(v_max − v)² sats against cost sats → v ≤ v_max − √(cost/T).
+    """
+    if m.direction is Direction.BUY:
+        return [
+            vm / (1.0 + math.sqrt(c / b)) for vm, c, b in zip(m.vmax, pool_cost, m.b, strict=True)
+        ]
+    return [vm - math.sqrt(c / b) for vm, c, b in zip(m.vmax, pool_cost, m.b, strict=True)]
+
+
+# --- exact integer amounts -------------------------------------------------------------------
+
+
+def _floors(weights: dict[int, int], amount: int, caps: dict[int, int]) -> dict[int, int]:
+    """The continuous split's integer parts; scaled down (integer arithmetic) only if float
+    error made them add up to more than `amount`."""
+    total = sum(weights.values())
+    if total <= amount:
+        return dict(weights)
+    return {i: min(w * amount // total, caps[i]) for i, w in weights.items()}
+
+
+def _distribute(
+    amounts: dict[int, int],
+    caps: dict[int, int],
+    rest: int,
+    rate: Callable[[int, int], float],
+    exact_cap: Callable[[int], int] | None = None,
+    provisional: set[int] | None = None,
+) -> int:
+    """Give the `rest` units to the pools with the best marginal `rate(i, amount)`, one at a
+    time (in bulk only if float drift left more units than pools). A pool reaching a
+    `provisional` cap gets its exact one. Returns what is left (0 unless every pool is full)."""
+    pending = provisional if provisional is not None else set()
+    heap = [(-rate(i, x), i) for i, x in amounts.items() if x < caps[i] or i in pending]
+    heapq.heapify(heap)
+    while rest > 0 and heap:
+        _, i = heapq.heappop(heap)
+        if amounts[i] >= caps[i]:
+            if i not in pending or exact_cap is None:
+                continue
+            pending.discard(i)
+            caps[i] = exact_cap(i)
+            if amounts[i] >= caps[i]:
+                continue
+        room = caps[i] - amounts[i]
+        step = 1 if rest <= len(heap) + 1 else max(1, min(room, rest // (len(heap) + 1)))
+        amounts[i] += step
+        rest -= step
+        if amounts[i] < caps[i] or i in pending:
+            heapq.heappush(heap, (-rate(i, amounts[i]), i))
+    return rest
+
+
+def _exact_in(
+    m: _Model, alloc: Sequence[tuple[int, float, float]], amount: int
+) -> dict[int, int] | None:
+    """Integer inputs summing to `amount`: each pool's integer part of the continuous split,
+    the remaining units to the best marginal rate. None if the pools cannot absorb it."""
+    # The exact cap costs a formula call: pools far below their continuous cap get a
+    # provisional one, replaced by the exact one only if the remainder reaches it.
+    slack = 2 * len(alloc) + 4
+    caps: dict[int, int] = {}
+    provisional: set[int] = set()
+    for i, x, _ in alloc:
+        if x * (1 + 1e-9) + 2 * slack >= m.cap_in[i] * (1 - 1e-9):
+            caps[i] = m.in_cap(i)
+        else:
+            caps[i] = int(x * (1 + 1e-9)) + slack
+            provisional.add(i)
+    weights = {i: min(int(x), caps[i]) for i, x, _ in alloc if x >= 1.0}
+    if not weights:
+        return None
+    amounts = _floors(weights, amount, caps)
+    rest = amount - sum(amounts.values())
+    rest = _distribute(amounts, caps, rest, m.rate_at_in, m.in_cap, provisional)
+    if rest:
+        return None
+    return {i: x for i, x in amounts.items() if x > 0}
+
+
+def _exact_out(
+    m: _Model, alloc: Sequence[tuple[int, float, float]], amount: int
+) -> dict[int, int] | None:
+    """Integer outputs summing to `amount` (same scheme; the extra units go to the pools
+    whose next unit is cheapest). None if the pools cannot deliver it."""
+    caps = {i: m.out_cap(i) for i, _, _ in alloc}
+    weights = {i: min(int(y), caps[i]) for i, _, y in alloc}
+    amounts = _floors(weights, amount, caps)
+    rest = _distribute(amounts, caps, amount - sum(amounts.values()), m.rate_at_out)
+    if rest:
+        return None
+    return {i: y for i, y in amounts.items() if y > 0}
+
+
+def _worth_polishing(m: _Model, legs: Sequence[object], v: float, side_is_input: bool) -> bool:
+    """Polishing saves at most one base unit per leg: do it when legs are few or that unit is
+    worth at least a sat (tokens dearer than a sat). `side_is_input`: the unit saved is an
+    input unit (exact out) rather than an output unit (exact in)."""
+    if len(legs) <= 32:
+        return True
+    rate = v * v  # output per input at the margin
+    token_is_input = m.direction is Direction.SELL
+    if side_is_input:
+        return token_is_input and rate >= 1.0  # a token costs ≥ 1 sat
+    return not token_is_input and rate <= 1.0  # a token is worth ≥ 1 sat
+
+
+def _polish_out(m: _Model, legs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Exact out: each pool's input is rounded up on its own, so pools usually pay for a
+    little more output than they deliver (slack). Move output into the others' slack whenever
+    that lets one pool take one input unit less."""
+    pay = {i: x for i, x, _ in legs}
+    get = {i: y for i, _, y in legs}
+    slack = {i: m.out_for_in(i, x) - get[i] for i, x in pay.items()}
+    total = sum(slack.values())
+    for _ in range(4):
+        improved = False
+        for j in sorted(pay, key=pay.__getitem__, reverse=True):
+            less = pay[j] - 1
+            kept = m.out_for_in(j, less) if less > 0 else 0
+            deficit = get[j] - kept
+            if deficit <= 0 or deficit > total - slack[j]:
+                continue
+            total -= slack[j]
+            pay[j], get[j], slack[j] = less, kept, 0
+            for i in sorted(slack, key=slack.__getitem__, reverse=True):
+                if deficit == 0:
+                    break
+                if i == j or slack[i] == 0:
+                    continue
+                take = min(slack[i], deficit)
+                get[i] += take
+                slack[i] -= take
+                total -= take
+                deficit -= take
+            improved = True
+        if not improved:
+            break
+    return [(i, m.in_for_out(i, y), y) for i, y in sorted(get.items()) if y > 0]
+
+
+def _polish_in(
+    m: _Model, legs: list[tuple[int, int, int]], amount: int
+) -> list[tuple[int, int, int]]:
+    """Exact in: each pool's output is rounded down on its own, leaving input that buys no
+    whole unit. Pool those remainders and buy whole units where the next one is cheapest; what
+    is still left stays with the largest leg (exact in spends exactly `amount`)."""
+    get = {i: y for i, _, y in legs}
+    pay = {i: m.in_for_out(i, y) for i, y in get.items()}
+    spare = amount - sum(pay.values())
+    caps = {i: m.out_cap(i) for i in get}
+    heap = [(m.in_for_out(i, get[i] + 1) - pay[i], i) for i in get if get[i] < caps[i]]
+    heapq.heapify(heap)
+    while heap and heap[0][0] <= spare:
+        cost, i = heapq.heappop(heap)
+        spare -= cost
+        pay[i] += cost
+        get[i] += 1
+        if get[i] < caps[i]:
+            heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
+    largest = max(pay, key=pay.__getitem__)
+    pay[largest] += spare
+    get[largest] = m.out_for_in(largest, pay[largest])
+    return [(i, pay[i], get[i]) for i in sorted(pay)]
+
+
+# --- one hop ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    legs: tuple[tuple[int, int, int], ...]  # (model index, in, out)
+    value: float  # out minus byte cost (exact in) or −(in plus byte cost) (exact out)
+
+
+def _value(
+    m: _Model, legs: Sequence[tuple[int, int, int]], exact_in: bool, cost: Sequence[float], v: float
+) -> float:
+    """Net worth of a set of legs to the user: output minus the pools' byte cost (exact in),
+    or minus (input plus byte cost) (exact out), byte cost converted at the margin v²."""
+    bytes_sats = sum(cost[i] for i, _, _ in legs)
+    rate = v * v
+    if exact_in:
+        out = sum(y for _, _, y in legs)
+        conv = rate if m.direction is Direction.BUY else 1.0
+        return out - bytes_sats * conv
+    paid = sum(x for _, x, _ in legs)
+    conv = 1.0 if m.direction is Direction.BUY else (1.0 / rate if rate > 0 else 0.0)
+    return -(paid + bytes_sats * conv)
+
+
+def _solve(
+    m: _Model, members: Sequence[int], amount: int, exact_in: bool
+) -> tuple[list[tuple[int, float, float]], float]:
+    """Water-fill `members` exactly (no byte costs). If their continuous capacity falls short,
+    saturate them all: integer caps can exceed continuous ones by a unit of rounding, and the
+    integer phase decides whether they suffice."""
+    fill = _plain_fill(m, members, float(amount), exact_in)
+    if fill.v > 0.0:
+        return _allocation(m, members, fill.v), fill.v
+    saturated = [(i, m.cap_in[i], m.cap_out[i]) for i in members]
+    return saturated, min((m.vmin[i] for i in members), default=0.0)
+
+
+def _split(
+    m: _Model, amount: int, exact_in: bool, plan: _Plan, max_pools: int
+) -> tuple[list[tuple[int, int, int]], float] | None:
+    """The continuous split made exact; None if the pools cannot fill the order."""
+    if not plan.order:
+        return None
+    # Past twice the pool cap the cap will cut the set anyway: stop admitting there.
+    fill = _sweep(m, plan.order, plan.enter, m.by_vmin, float(amount), exact_in, 2 * max_pools)
+    members = fill.members
+    if fill.jumped or fill.v <= 0.0:
+        alloc, v = _solve(m, members, amount, exact_in)
+    else:
+        alloc, v = _allocation(m, members, fill.v), fill.v
+    if len(alloc) > max_pools:
+        # Too many pools for one transaction: keep those with the largest surplus.
+        rate = v * v
+        alloc.sort(key=lambda r: r[2] - rate * r[1], reverse=True)
+        members = [i for i, _, _ in alloc[:max_pools]]
+        alloc, v = _solve(m, members, amount, exact_in)
+        if not exact_in and sum(y for _, _, y in alloc) < amount - len(alloc):
+            # The order needs capacity: try the deepest pools instead.
+            members = m.by_depth[:max_pools]
+            alloc, v = _solve(m, members, amount, exact_in)
+    while True:
+        if not exact_in:
+            outs = _exact_out(m, alloc, amount)
+            if outs is None:
+                return None
+            legs = [(i, m.in_for_out(i, y), y) for i, y in sorted(outs.items())]
+            if _worth_polishing(m, legs, v, side_is_input=True):
+                legs = _polish_out(m, legs)
+            return legs, v
+        ins = _exact_in(m, alloc, amount)
+        if ins is None:
+            return None
+        legs = [(i, x, m.out_for_in(i, x)) for i, x in sorted(ins.items())]
+        barren = {i for i, _, y in legs if y == 0}
+        if not barren:
+            if _worth_polishing(m, legs, v, side_is_input=False):
+                legs = _polish_in(m, legs, amount)
+            return legs, v
+        # A pool paid but paying nothing back: re-split without it (the set shrinks each time).
+        members = [i for i in members if i not in barren]
+        if not members:
+            return None
+        alloc, v = _solve(m, members, amount, exact_in)
+        if _exact_in(m, alloc, amount) is None:
+            # The others cannot use it all: the rounding remainder buys nothing anywhere, so
+            # it goes to the producing pool where it does best, without an extra leg.
+            absorbed = _absorb(m, [leg for leg in legs if leg[2] > 0], amount)
+            return None if absorbed is None else (absorbed, v)
+
+
+def _absorb(
+    m: _Model, legs: list[tuple[int, int, int]], amount: int
+) -> list[tuple[int, int, int]] | None:
+    """Add the input the legs lack to the one leg where it yields the most (possibly nothing,
+    past the pool's saturation point)."""
+    if not legs:
+        return None
+    extra = amount - sum(x for _, x, _ in legs)
+    best: tuple[int, int, int] | None = None
+    best_gain = -1
+    for i, x, y in legs:
+        if x + extra > _input_limit(m.pools[i], m.direction):
+            continue
+        gain = m.out_for_in(i, x + extra) - y
+        if gain > best_gain:
+            best, best_gain = (i, x + extra, y + gain), gain
+    if best is None:
+        return None
+    return sorted([leg if leg[0] != best[0] else best for leg in legs])
+
+
+def _best_single(
+    m: _Model,
+    amount: int,
+    exact_in: bool,
+    cost: Sequence[float],
+    v: float,
+    floor: float,
+    *,
+    lenient: bool = False,
+) -> _Candidate | None:
+    """The best one-pool route if it beats `floor` (the split's value), so a split never
+    loses to a single pool through rounding. Only pools whose best case can beat `floor` are
+    tried: a prefix of the pools by v_max (rate bound) or by depth (capacity bound),
+    whichever is shorter."""
+    n = len(m)
+    if exact_in:
+        # out ≤ v_max²·(amount + 2) + 2 and out ≤ cap_out + 1
+        rate_floor = max(0.0, (floor - 2.0) / (amount + 2))
+        depth_floor = floor - 1.0
+    else:
+        # paid ≥ (amount − 1) / v_max² − 2 (a fee floor can save one output unit) and
+        # amount ≤ cap_out + 1
+        cost_floor = -floor + 2.0
+        rate_floor = (amount - 1) / cost_floor if cost_floor > 0 else _INF
+        depth_floor = amount - 1.0
+    by_rate = bisect_left(m.neg_vmax, -math.sqrt(rate_floor)) if rate_floor < _INF else 0
+    by_depth = bisect_left(m.neg_depth, -depth_floor) if depth_floor > -_INF else n
+    if by_rate <= by_depth:
+        candidates: Iterable[int] = range(by_rate)
+    else:
+        candidates = m.by_depth[:by_depth]
+    best: _Candidate | None = None
+    target = floor
+    out_conv = v * v if m.direction is Direction.BUY else 1.0  # byte sats → output units
+    for i in candidates:
+        if exact_in:
+            if m.single_bound(i, amount) - cost[i] * out_conv <= target:
+                continue
+            if amount > _input_limit(m.pools[i], m.direction):
+                continue
+            out = m.out_for_in(i, amount)
+            if out < 1:
+                continue
+            legs: tuple[tuple[int, int, int], ...] = ((i, amount, out),)
+            if _value(m, legs, exact_in, cost, v) <= target:
+                continue
+            if not lenient and amount > m.in_cap(i):
+                continue  # the pool would be paid for output it cannot give
+        else:
+            if m.single_cost_bound(i, amount) >= -target or amount > m.out_cap(i):
+                continue
+            legs = ((i, m.in_for_out(i, amount), amount),)
+        value = _value(m, legs, exact_in, cost, v)
+        if value > target:
+            best = _Candidate(legs, value)
+            target = value
+    return best
+
+
+def _input_limit(pool: Pool, direction: Direction) -> int:
+    """Most input a pool can hold at all (the 21e14 sats / 2^63−1 token limits)."""
+    if direction is Direction.BUY:
+        return MAX_SATS - pool.sats
+    return MAX_TOKEN_AMOUNT - pool.tokens
+
+
+def solve_hop(
+    book: PoolBook,
+    token_id: str,
+    direction: Direction,
+    amount: int,
+    *,
+    exact_in: bool,
+    fee_per_byte: float,
+    max_pools: int,
+) -> Hop:
+    """The best exact route for one token and direction.
+
+    `amount` is the exact input (exact_in) or output; `fee_per_byte` prices each pool's bytes
+    (0 for a pure price optimum); at most `max_pools` pools. RouterError(route_failed) if the
+    token has no usable pool or the pools cannot fill the order in one transaction.
+    """
+    if amount < 1:
+        raise route_failed("the amount to trade must be at least 1")
+    if max_pools < 1:
+        raise route_failed("no room for a single pool in one standard transaction")
+    m = _model(book, token_id, direction)
+    if not len(m):
+        raise route_failed(f"no usable pools for token {token_id}", token_id=token_id)
+    plan = m.plan(fee_per_byte)
+    cost = plan.cost
+    split = _split(m, amount, exact_in, plan, max_pools)
+    if split is not None:
+        legs, v = split
+        chosen = _Candidate(tuple(legs), _value(m, legs, exact_in, cost, v))
+    else:
+        chosen = None
+        v = m.vmax[0]
+    single = _best_single(m, amount, exact_in, cost, v, chosen.value if chosen else -_INF)
+    if single is not None:
+        chosen = single
+    if chosen is None and exact_in:
+        usable = sum(m.in_cap(i) for i in range(len(m)))
+        if amount <= usable:
+            # Within what the pools can use, but only by leaving a rounding remainder that
+            # buys nothing: let one pool take all of it.
+            chosen = _best_single(m, amount, exact_in, cost, v, -_INF, lenient=True)
+    if chosen is None:
+        raise _cannot_fill(m, token_id, direction, amount, exact_in, max_pools)
+    legs_out = tuple(m.leg(i, x, y) for i, x, y in chosen.legs)
+    return Hop(token_id, direction, legs_out)
+
+
+def _cannot_fill(
+    m: _Model, token_id: str, direction: Direction, amount: int, exact_in: bool, max_pools: int
+) -> Exception:
+    unit = "sats" if (direction is Direction.BUY) == exact_in else "tokens"
+    if exact_in:
+        usable = sum(m.in_cap(i) for i in range(len(m)))
+        if amount <= usable:
+            return route_failed(
+                f"{amount} {unit} is too little to buy one base unit from any pool of {token_id}",
+                token_id=token_id,
+            )
+        return route_failed(
+            f"the pools of {token_id} can use at most {usable} {unit}; more would pay them "
+            "for nothing",
+            token_id=token_id,
+            max_amount=str(usable),
+        )
+    deepest = m.by_depth[:max_pools]
+    capacity = sum(m.out_cap(i) for i in deepest)
+    if len(m) > max_pools and capacity < amount:
+        return route_failed(
+            f"the order needs more than {max_pools} pools, the most one standard transaction "
+            f"(100,000 bytes) can hold; those pools can deliver at most {capacity} {unit}",
+            token_id=token_id,
+            max_pools=max_pools,
+            max_amount=str(capacity),
+        )
+    return route_failed(
+        f"not enough liquidity: the pools of {token_id} can deliver at most {capacity} {unit}",
+        token_id=token_id,
+        max_amount=str(capacity),
+    )
+
+
+# --- router fee ------------------------------------------------------------------------------
+
+
+def fee_on(gross: int, bps: int, minimum: int) -> int:
+    """The router fee on `gross`: floor(gross·bps/10⁴), or 0 when that is below `minimum`
+    (the fee output's dust threshold for sats, 1 for tokens): no fee output is made then."""
+    fee = gross * bps // 10_000
+    return fee if fee >= minimum else 0
+
+
+def gross_for_net(net: int, bps: int, minimum: int) -> int:
+    """Smallest gross with gross − fee_on(gross) == net (exact-out orders pay fee on top)."""
+    if fee_on(net, bps, minimum) == 0:
+        return net
+    gross = net * 10_000 // (10_000 - bps)
+    while gross - gross * bps // 10_000 < net:
+        gross += 1
+    while gross > net and (gross - 1) - (gross - 1) * bps // 10_000 >= net:
+        gross -= 1
+    return gross
+
+
+@dataclass(frozen=True, slots=True)
+class RouterFee:
+    asset: str  # "bch" or the sold token's id
+    amount: int  # sats or tokens; 0 when no fee is charged
+    sats: int  # sats the fee output carries (the fee itself, or a token output's dust)
+    bps: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "asset": self.asset,
+            "amount": str(self.amount),
+            "sats": str(self.sats),
+            "bps": self.bps,
+        }
+
+
+def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxOutput:
+    locking = config.fee_locking or p2pkh_locking(bytes(20))
+    return TxOutput(sats, locking, token)
+
+
+# --- the quote -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """A priced route: what the user pays and gets, the legs, the fees and the state used."""
+
+    request: QuoteRequest
+    hops: tuple[Hop, ...]
+    input_amount: int
+    output_amount: int
+    fee: RouterFee
+    fee_per_byte: float
+    size_estimate: int
+    miner_fee_estimate: int
+    snapshot_version: int | str | None
+    index_height: int | None
+
+    @property
+    def legs(self) -> tuple[Leg, ...]:
+        return tuple(leg for hop in self.hops for leg in hop.legs)
+
+    def prices(self) -> tuple[float, float]:
+        """(pre, post): the best marginal price among the pools used, before and after.
+
+        Sats per token base unit for BCH trades; for token→token, sold-token units per
+        bought-token unit (the ratio of the two hops' prices).
+        """
+        pre: list[float] = []
+        post: list[float] = []
+        for hop in self.hops:
+            pick = min if hop.direction is Direction.BUY else max
+            pre.append(pick(leg.pool.sats / leg.pool.tokens for leg in hop.legs))
+            post.append(pick(leg.after.sats / leg.after.tokens for leg in hop.legs))
+        if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
+            return pre[1] / pre[0], post[1] / post[0]
+        return pre[0], post[0]
+
+    def to_json(self) -> dict[str, Any]:
+        pre, post = self.prices()
+        sell, buy = self.request.sell, self.request.buy
+        return {
+            "sell": sell,
+            "buy": buy,
+            "side": self.request.side.value,
+            "input_amount": str(self.input_amount),
+            "output_amount": str(self.output_amount),
+            "input_is_bch": sell == BCH,
+            "output_is_bch": buy == BCH,
+            "market_pre_price": pre,
+            "market_post_price": post,
+            "price_impact": abs(post - pre) / pre if pre > 0 else 0.0,
+            "pools": [leg.to_json() for leg in self.legs],
+            "router_fee": self.fee.to_json(),
+            "fee_per_byte": self.fee_per_byte,
+            "estimated_size": self.size_estimate,
+            "miner_fee_estimate_sats": str(self.miner_fee_estimate),
+            "snapshot_version": self.snapshot_version,
+            "index_height": self.index_height,
+        }
+
+
+def _require_pools(book: PoolBook, token_id: str) -> None:
+    if not book.pools(token_id):
+        raise route_failed(f"no pools for token {token_id}", token_id=token_id)
+
+
+def quote(
+    book: PoolBook,
+    request: QuoteRequest,
+    config: RouterConfig,
+    *,
+    funding_inputs: int | None = None,
+    max_pools: int | None = None,
+) -> Quote:
+    """Route `request` over `book`. `funding_inputs` (default: 1, or 2 when selling a token)
+    sizes the standard-size cap and the miner fee estimate; `max_pools` overrides the cap."""
+    sell, buy, amount, exact_in = request.sell, request.buy, request.amount, request.exact_in
+    fee_per_byte = request.fee_per_byte or config.fee_per_byte
+    if funding_inputs is None:
+        funding_inputs = 1 if sell == BCH else 2
+    cap = max_pools if max_pools is not None else max_pools_for(funding_inputs)
+    bps = config.effective_fee_bps
+    for asset in (sell, buy):
+        if asset != BCH:
+            _require_pools(book, asset)
+
+    def hop(token: str, direction: Direction, n: int, exact: bool, limit: int) -> Hop:
+        return solve_hop(
+            book,
+            token,
+            direction,
+            n,
+            exact_in=exact,
+            fee_per_byte=fee_per_byte,
+            max_pools=limit,
+        )
+
+    sat_fee_min = dust_threshold(_fee_output(config, None, 0))
+    fee_asset = BCH
+    fee_tokens_category: bytes | None = None
+    hops: tuple[Hop, ...]
+    if sell == BCH:
+        if exact_in:
+            fee = fee_on(amount, bps, sat_fee_min)
+            if amount - fee < 1:
+                raise route_failed("the amount does not cover the router fee")
+            hops = (hop(buy, Direction.BUY, amount - fee, True, cap),)
+            gross, out = amount, hops[0].amount_out
+        else:
+            hops = (hop(buy, Direction.BUY, amount, False, cap),)
+            gross = gross_for_net(hops[0].amount_in, bps, sat_fee_min)
+            fee, out = gross - hops[0].amount_in, amount
+    elif buy == BCH:
+        if exact_in:
+            hops = (hop(sell, Direction.SELL, amount, True, cap),)
+            proceeds = hops[0].amount_out
+            fee = fee_on(proceeds, bps, sat_fee_min)
+            gross, out = amount, proceeds - fee
+        else:
+            proceeds = gross_for_net(amount, bps, sat_fee_min)
+            hops = (hop(sell, Direction.SELL, proceeds, False, cap),)
+            fee = proceeds - amount
+            gross, out = hops[0].amount_in, amount
+    else:
+        fee_asset = sell
+        fee_tokens_category = bytes.fromhex(sell)[::-1]
+        if exact_in:
+            fee = fee_on(amount, bps, 1)
+            if amount - fee < 1:
+                raise route_failed("the amount does not cover the router fee")
+            first = hop(sell, Direction.SELL, amount - fee, True, cap - 1)
+            if first.amount_out < 1:
+                raise route_failed("the tokens sold fetch no sats to buy with")
+            second = hop(buy, Direction.BUY, first.amount_out, True, cap - len(first.legs))
+            hops = (first, second)
+            gross, out = amount, second.amount_out
+        else:
+            second = hop(buy, Direction.BUY, amount, False, cap - 1)
+            first = hop(sell, Direction.SELL, second.amount_in, False, cap - len(second.legs))
+            hops = (first, second)
+            gross = gross_for_net(first.amount_in, bps, 1)
+            fee, out = gross - first.amount_in, amount
+    if fee and fee_tokens_category is not None:
+        token = TokenData(fee_tokens_category, fee)
+        fee_sats = dust_threshold(_fee_output(config, token, 0))
+    else:
+        fee_sats = fee
+    router_fee = RouterFee(fee_asset, fee, fee_sats, bps)
+    # Sized as a wallet typically asks: token-aware P2PKH receive, P2PKH BCH change.
+    user = p2pkh_locking(bytes(20))
+    bought = None if buy == BCH else TokenData(bytes.fromhex(buy)[::-1], max(1, out))
+    outputs = [TxOutput(out, user, bought), TxOutput(0, user)]
+    if router_fee.amount:
+        fee_token = None
+        if fee_tokens_category is not None:
+            fee_token = TokenData(fee_tokens_category, router_fee.amount)
+        outputs.append(_fee_output(config, fee_token, router_fee.sats))
+    size = estimate_size(hops, funding_inputs, outputs)
+    kb = fee_rate_per_kb(fee_per_byte)
+    return Quote(
+        request,
+        hops,
+        gross,
+        out,
+        router_fee,
+        fee_per_byte,
+        size,
+        miner_fee(size, kb),
+        book.version,
+        book.height,
+    )
+
+
+def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[TxOutput]) -> int:
+    """Worst-case signed size of the trade: its pools, `funding_inputs` P2PKH inputs (largest
+    signature) and the user-side `outputs`."""
+    legs = [leg for hop in hops for leg in hop.legs]
+    return (
+        8
+        + compact_size_len(len(legs) + funding_inputs)
+        + compact_size_len(len(legs) + len(outputs))
+        + sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in legs)
+        + funding_inputs * FUNDING_INPUT_WORST
+        + sum(o.size() for o in outputs)
+    )
