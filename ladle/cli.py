@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands of components that may not exist yet in a checkout: each module, when present,
 # exposes `add_commands(subparsers)`.
-OPTIONAL_COMMANDS = ("router.cli",)
+OPTIONAL_COMMANDS = ("router.cli", "broadcast.cli")
 
 
 def _add_optional_commands(sub: Any) -> None:

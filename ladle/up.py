@@ -64,13 +64,24 @@ async def start_devnet(ctx: UpContext) -> Started:
 
 
 # Later issues register here, in start order: ("indexer", start_indexer), ("rest", …), …
-COMPONENTS: list[tuple[str, StartFn]] = [("devnet", start_devnet)]
+async def start_broadcast(ctx: UpContext) -> Started | None:
+    from broadcast.cli import start_in_up
+
+    return await start_in_up(ctx)
+
+
+COMPONENTS: list[tuple[str, StartFn]] = [
+    ("devnet", start_devnet),
+    ("broadcast", start_broadcast),
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from broadcast.cli import add_up_options
     from devnet.cli import add_devnet_options
 
     add_devnet_options(parser)
+    add_up_options(parser)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

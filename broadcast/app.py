@@ -1,0 +1,174 @@
+"""The HTTP API: `POST /broadcast` and `GET /broadcast/status/<txid>` (Starlette).
+
+Every answer is JSON, errors included: `{"error": {"code", "message", "details"?}}` with the
+documented statuses (400, 404, 405, 413, 415, 422, 502). Nothing reaches the client as a bare
+500 or a traceback: an unexpected failure is logged and answered as BROADCAST_FAILED (502) on
+the broadcast endpoint, where the transaction may or may not have left, and INTERNAL_ERROR
+(503) elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from broadcast.errors import (
+    BAD_REQUEST,
+    BROADCAST_FAILED,
+    INTERNAL_ERROR,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    ApiError,
+)
+from broadcast.request import check_txid, parse_request
+from broadcast.service import BroadcastService
+
+log = logging.getLogger(__name__)
+
+JSON_TYPE = "application/json"
+DRAIN_LIMIT = 64 << 20  # an oversized body is read (and dropped) up to this, then cut off
+
+
+class JsonResponse(Response):
+    media_type = JSON_TYPE
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def error_response(error: ApiError) -> JsonResponse:
+    return JsonResponse(error.body(), status_code=error.status)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, or PAYLOAD_TOO_LARGE past `limit` bytes. An oversized body is drained rather
+    than left unread, so the client gets the 413 instead of a reset connection."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise ApiError(BAD_REQUEST, "Content-Length is not a number") from None
+        if size > DRAIN_LIMIT:
+            raise ApiError(PAYLOAD_TOO_LARGE, f"the body may be at most {limit} bytes")
+    chunks: list[bytes] = []
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received <= limit:
+            chunks.append(chunk)
+        elif received > DRAIN_LIMIT:
+            break
+    if received > limit:
+        raise ApiError(
+            PAYLOAD_TOO_LARGE, f"the body is {received} bytes; at most {limit} are accepted"
+        )
+    return b"".join(chunks)
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
+    """The ASGI app. With `manage`, the app's lifespan starts and closes `service`."""
+
+    async def post_broadcast(request: Request) -> Response:
+        if _media_type(request) != JSON_TYPE:
+            raise ApiError(
+                UNSUPPORTED_MEDIA_TYPE,
+                f"Content-Type must be {JSON_TYPE}, got {request.headers.get('content-type')!r}",
+            )
+        body = await read_body(request, service.config.max_body)
+        return JsonResponse(await service.broadcast(parse_request(body)))
+
+    async def get_status(request: Request) -> Response:
+        txid = check_txid(request.path_params["txid"])
+        return JsonResponse(await service.status(txid))
+
+    async def on_api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return error_response(exc)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            error = ApiError(METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
+            response = error_response(error)
+            if exc.headers:
+                response.headers.update(exc.headers)
+            return response
+        if exc.status_code == 404:
+            return error_response(ApiError(NOT_FOUND, f"no such endpoint: {request.url.path}"))
+        body = {"error": {"code": BAD_REQUEST, "message": str(exc.detail)}}
+        return JsonResponse(body, status_code=exc.status_code)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage:
+            await service.start()
+        try:
+            yield
+        finally:
+            if manage:
+                await service.close()
+
+    app = Starlette(
+        routes=[
+            Route("/broadcast", post_broadcast, methods=["POST"]),
+            Route("/broadcast/status/{txid}", get_status, methods=["GET"]),
+        ],
+        middleware=[Middleware(CatchAll)],
+        exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    return app
+
+
+class CatchAll:
+    """Last line: an exception no handler took becomes a logged JSON error, never a 500."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unhandled error answering %s %s", scope["method"], scope["path"])
+            if started:
+                return  # too late for an error body: the connection is cut short
+            if scope["method"] == "POST" and scope["path"] == "/broadcast":
+                error = ApiError(
+                    BROADCAST_FAILED,
+                    "internal error; the transaction may or may not have been sent: check "
+                    "GET /broadcast/status/<txid>",
+                )
+            else:
+                error = ApiError(INTERNAL_ERROR, "internal error (logged on the server)")
+            await error_response(error)(scope, receive, send)

@@ -1,0 +1,248 @@
+"""`ladle broadcast`: run the broadcast service; `start_server` and `start_in_up` embed it.
+
+    ladle broadcast --port 8001 --node tcp://127.0.0.1:50001 --node tcp://127.0.0.1:50011,2
+
+Once it serves, one JSON line goes to stdout: `{"broadcast": "http://host:port", "nodes": […]}`.
+Inside `ladle up` it fans out to every devnet node (`start_in_up`, options `add_up_options`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import uvicorn
+
+from broadcast.app import create_app
+from broadcast.config import (
+    DEFAULT_DB,
+    DEFAULT_RECHECK_INTERVAL,
+    DEFAULT_RECORD_TTL,
+    DEFAULT_TIMEOUT,
+    BroadcastConfig,
+    load_config,
+    make_config,
+)
+from broadcast.service import BroadcastService
+
+if TYPE_CHECKING:
+    from ladle.up import Started, UpContext
+
+DEFAULT_PORT = 8001
+EXIT_USAGE = 2
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the embedding program owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(slots=True)
+class RunningServer:
+    service: BroadcastService
+    host: str
+    port: int
+    _server: uvicorn.Server
+    _task: asyncio.Task[None]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        await self._task
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio sets TCP_NODELAY on accepted connections only then, and
+    # without it every response waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+async def start_server(
+    config: BroadcastConfig,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    service: BroadcastService | None = None,
+    log_level: str = "warning",
+) -> RunningServer:
+    """Serve on host:port (0: a free port) in the running loop; returns once it accepts
+    connections. The caller stops it with `await running.stop()`."""
+    service = service or BroadcastService(config)
+    sock = _bind(host, port)
+    uv_config = uvicorn.Config(
+        create_app(service), log_level=log_level, lifespan="on", access_log=False
+    )
+    server = _EmbeddedServer(uv_config)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            sock.close()
+            await task  # raises what went wrong
+            raise RuntimeError("the broadcast server stopped during start-up")
+        await asyncio.sleep(0.01)
+    return RunningServer(service, host, sock.getsockname()[1], server, task)
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register `ladle broadcast` on the `ladle` command's subparsers."""
+    parser = subparsers.add_parser(
+        "broadcast", help="run the broadcast service (fan-out to many nodes)"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--node",
+        action="append",
+        default=[],
+        metavar="URL[,WEIGHT]",
+        help="an Electrum server to broadcast to (repeat for each node), e.g. "
+        "tcp://127.0.0.1:50001 or wss://host:50004,2",
+    )
+    parser.add_argument("--config", help="JSON configuration file (nodes, db, record_ttl, …)")
+    parser.add_argument("--db", help=f"SQLite file for status records (default {DEFAULT_DB})")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds each node may take (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--record-ttl",
+        type=float,
+        help=f"seconds status records are kept (default {DEFAULT_RECORD_TTL:g})",
+    )
+    parser.add_argument(
+        "--recheck-interval",
+        type=float,
+        help=f"seconds between re-checks of open records (default {DEFAULT_RECHECK_INTERVAL:g})",
+    )
+    parser.add_argument(
+        "--no-verify", action="store_true", help="do not check scripts with libauth in dry runs"
+    )
+    parser.set_defaults(func=cmd_broadcast)
+
+
+def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
+    """ValueError names what is wrong."""
+    options: dict[str, Any] = {}
+    if args.db is not None:
+        options["db_path"] = args.db
+    if args.record_ttl is not None:
+        options["record_ttl"] = args.record_ttl
+    if args.recheck_interval is not None:
+        options["recheck_interval"] = args.recheck_interval
+    if args.no_verify:
+        options["verify_scripts"] = False
+    if args.config:
+        config = load_config(args.config)
+        if args.node:
+            config = replace(config, nodes=make_config(args.node, timeout=args.timeout).nodes)
+        return replace(config, **options)
+    if not args.node:
+        raise ValueError("give at least one --node URL[,WEIGHT] (or --config FILE)")
+    return make_config(args.node, timeout=args.timeout, **options)
+
+
+async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
+    sock = _bind(host, port)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(BroadcastService(config)), log_level="info", lifespan="on", access_log=False
+        )
+    )
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        line = {
+            "broadcast": f"http://{host}:{sock.getsockname()[1]}",
+            "nodes": [n.url for n in config.nodes],
+        }
+        sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+        sys.stdout.flush()
+    await task
+
+
+def cmd_broadcast(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except (ValueError, OSError) as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        asyncio.run(_serve_forever(config, args.host, args.port))
+    except OSError as exc:
+        print(f"ladle: error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# --- ladle up ----------------------------------------------------------------------------------
+
+
+def add_up_options(parser: argparse.ArgumentParser) -> None:
+    """`ladle up`'s options for this component."""
+    group = parser.add_argument_group("broadcast")
+    group.add_argument(
+        "--broadcast-port",
+        type=int,
+        metavar="PORT",
+        help=f"broadcast service port (default {DEFAULT_PORT}; 0 when --ports is 0)",
+    )
+    group.add_argument(
+        "--broadcast-db",
+        metavar="PATH",
+        help="SQLite file for broadcast records (default: in memory, like the devnet)",
+    )
+
+
+async def start_in_up(ctx: UpContext) -> Started | None:
+    """`ladle up`'s start function: the service in front of every devnet node."""
+    from ladle.up import Started
+
+    if ctx.devnet is None:
+        return None
+    args = ctx.args
+    urls = [str(e["tcp"]) for e in ctx.devnet.electrum()]
+    port = getattr(args, "broadcast_port", None)
+    if port is None:
+        port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
+    config = make_config(
+        urls,
+        db_path=getattr(args, "broadcast_db", None) or ":memory:",
+        verify_scripts=not getattr(args, "no_verify", False),
+    )
+    running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
+    return Started(
+        "broadcast",
+        {"broadcast": running.url},
+        [
+            f"broadcast: {running.url}  (POST /broadcast, GET /broadcast/status/<txid>; "
+            f"fans out to {len(urls)} node(s))"
+        ],
+        running.stop,
+    )
