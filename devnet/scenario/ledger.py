@@ -34,6 +34,7 @@ TxKind = Literal[
     "oracle_update",
     "decoy",
     "payment",
+    "lending",
 ]
 
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, Decoder, matches
 from indexer.decoders.cauldron import CauldronDecoder
+from indexer.decoders.lending import LendingDecoder
+from indexer.decoders.oracle import OracleDecoder
+from indexer.decoders.registry import RegistryDecoder
 from indexer.snapshot import PoolSnapshot
 
 
@@ -54,6 +57,9 @@ def create_decoders(
 
 
 register_decoder("cauldron", lambda deps: CauldronDecoder(deps.snapshot))
+register_decoder("oracle", lambda deps: OracleDecoder())  # mainnet feeds; configure to change
+register_decoder("registry", lambda deps: RegistryDecoder())
+register_decoder("lending", lambda deps: LendingDecoder())  # mainnet v1 constants
 
 __all__ = [
     "AnyDecoder",

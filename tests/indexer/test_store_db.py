@@ -34,7 +34,13 @@ async def test_writer_settings_and_idempotent_migrations(tmp_path: Path) -> None
         rows = await store.conn.execute_fetchall(
             "SELECT component, version FROM schema_migrations ORDER BY 1, 2"
         )
-        assert list(rows) == [("cauldron", 1), ("core", 1)]
+        assert list(rows) == [
+            ("cauldron", 1),
+            ("core", 1),
+            ("lending", 1),
+            ("oracle", 1),
+            ("registry", 1),
+        ]
     finally:
         await store.close()
     conn = await open_writer(db)
@@ -203,7 +209,7 @@ def test_registry_rejects_duplicates_and_unknown_names() -> None:
         register_decoder("cauldron", lambda deps: create_decoders(["cauldron"])[0])
     with pytest.raises(ValueError, match="unknown decoders"):
         create_decoders(["cauldron", "nope"])
-    assert [d.name for d in create_decoders()] == ["cauldron"]
+    assert [d.name for d in create_decoders()] == ["cauldron", "oracle", "registry", "lending"]
 
 
 def test_pool_id_round_trip_and_rejects() -> None:

@@ -1,0 +1,331 @@
+"""Indexing lending deployments: loans, their actions, v11 bar/pool states and allowances.
+
+Each configured deployment (`LendingConfig`: a protocol version with its categories and
+contracts) is decoded with that version's layouts, so v1 and v11 can be indexed side by side.
+`prepare` reads the live loans and allowances the block's candidates spend; decoding runs
+parents first and keeps the block's own new loans in the context, so a loan created and acted
+on in one block is seen. The owner hashes whose pay-to-NFT-hash outputs count as allowances are
+every borrower and delegate hash seen in a loan (kept in memory, rebuilt by `load`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+
+from bch.tx import OutPoint
+from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.cauldron.decode import decode_order
+from indexer.decoders.lending.schema import COMPONENT, MIGRATIONS
+from indexer.store.schema import Migration
+from protocols.lending import LendingConfig, Loan, LoanAction, StateOutput, classify
+from protocols.lending.actions import allowance_outputs, loan_outputs, state_outputs
+from protocols.lending.contracts import p2nfth_locking
+
+_CHUNK = 300
+_LOAN_COLUMNS = (
+    "txid, vout, version, borrower_hash, delegate_hash, principal, rate_bp, loan_ts, collateral"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LoanCreated:
+    loan: Loan
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoanSpent:
+    outpoint: OutPoint
+    txid: bytes
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    txid: bytes
+    seq: int
+    position: int
+    action: LoanAction
+
+
+@dataclass(frozen=True, slots=True)
+class StateRow:
+    txid: bytes
+    position: int
+    state: StateOutput
+
+
+@dataclass(frozen=True, slots=True)
+class AllowanceCreated:
+    outpoint: OutPoint
+    owner_hash: bytes
+    sats: int
+    category: bytes | None  # wire
+    token_amount: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class AllowanceSpent:
+    outpoint: OutPoint
+    txid: bytes
+
+
+Row = LoanCreated | LoanSpent | ActionRow | StateRow | AllowanceCreated | AllowanceSpent
+
+
+@dataclass(slots=True)
+class LendingContext:
+    time: int
+    loans: dict[OutPoint, Loan]  # live loans the candidates may spend (+ the block's own)
+    allowances: set[OutPoint]
+    owners: dict[bytes, bytes]  # pay-to-NFT-hash locking -> owner hash
+    new_owners: dict[bytes, bytes] = field(default_factory=dict)
+
+
+def decode_lending_tx(
+    tx: BlockTx, ctx: LendingContext, configs: Sequence[LendingConfig]
+) -> list[Row]:
+    t = tx.tx
+    rows: list[Row] = []
+    seq = 0
+    for cfg in configs:
+        spent = {
+            i: loan
+            for i, inp in enumerate(t.inputs)
+            if (loan := ctx.loans.get(inp.outpoint)) is not None and loan.version == cfg.version
+        }
+        created = loan_outputs(t, cfg)
+        for action in classify(t, cfg, spent, ctx.time, created):
+            rows.append(ActionRow(tx.txid, seq, tx.position, action))
+            seq += 1
+            if action.before is not None:
+                rows.append(LoanSpent(action.before.outpoint, tx.txid, action.kind))
+                ctx.loans.pop(action.before.outpoint, None)
+        for loan in created:
+            rows.append(LoanCreated(loan, tx.position))
+            ctx.loans[loan.outpoint] = loan
+            for h in (loan.borrower_hash, loan.delegate_hash):
+                if h is not None:
+                    lock = p2nfth_locking(h)
+                    if lock not in ctx.owners:
+                        ctx.owners[lock] = h
+                        ctx.new_owners[lock] = h
+        rows += [StateRow(tx.txid, tx.position, s) for s in state_outputs(t, cfg)]
+    for inp in t.inputs:
+        if inp.outpoint in ctx.allowances:
+            rows.append(AllowanceSpent(inp.outpoint, tx.txid))
+            ctx.allowances.discard(inp.outpoint)
+    for vout, owner in allowance_outputs(t, ctx.owners):
+        out = t.outputs[vout]
+        op = OutPoint(tx.txid, vout)
+        tok = out.token
+        rows.append(
+            AllowanceCreated(
+                op,
+                owner,
+                out.value,
+                None if tok is None else tok.category,
+                0 if tok is None else tok.amount,
+                tx.position,
+            )
+        )
+        ctx.allowances.add(op)
+    return rows
+
+
+def median_time_past(times: Iterable[int]) -> int:
+    """Median of up to 11 header times (the block's and the 10 below it): `sorted[n // 2]`,
+    as nodes compute it (the upper middle for an even count, near genesis)."""
+    ordered = sorted(times)
+    return ordered[len(ordered) // 2]
+
+
+async def block_mtp(conn: aiosqlite.Connection, block: BlockContext) -> int:
+    rows = await conn.execute_fetchall(
+        "SELECT time FROM blocks WHERE height < ? ORDER BY height DESC LIMIT 10", (block.height,)
+    )
+    return median_time_past([block.time, *(int(r[0]) for r in rows)])
+
+
+def _loan_from_row(r: Any) -> Loan:
+    return Loan(
+        OutPoint(bytes(r[0])[::-1], int(r[1])),
+        "v11" if r[2] == "v11" else "v1",
+        bytes(r[3]),
+        None if r[4] is None else bytes(r[4]),
+        *(int(r[5]), int(r[6]), int(r[7]), int(r[8])),
+    )
+
+
+class LendingDecoder:
+    """See `indexer.decoders.base.Decoder`. `configs`: the deployments to index (default: the
+    mainnet v1 constants)."""
+
+    name = COMPONENT
+    migrations: Sequence[Migration] = MIGRATIONS
+
+    def __init__(self, configs: Sequence[LendingConfig] | None = None) -> None:
+        self.configs = tuple(configs) if configs is not None else (LendingConfig(),)
+        patterns: list[bytes] = []
+        for c in self.configs:
+            for p in (c.stablecoin_wire, *c.patterns):
+                if p not in patterns:
+                    patterns.append(p)
+        self.patterns: Sequence[bytes] = tuple(patterns)
+        self.owners: dict[bytes, bytes] = {}
+
+    async def load(self, conn: aiosqlite.Connection) -> None:
+        rows = await conn.execute_fetchall(
+            "SELECT borrower_hash FROM lending_loans UNION "
+            "SELECT delegate_hash FROM lending_loans WHERE delegate_hash IS NOT NULL"
+        )
+        self.owners = {p2nfth_locking(bytes(r[0])): bytes(r[0]) for r in rows}
+
+    async def prepare(
+        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], LendingContext]:
+        outpoints = list({i.outpoint for t in txs for i in t.tx.inputs})
+        loans: dict[OutPoint, Loan] = {}
+        allowances: set[OutPoint] = set()
+        for i in range(0, len(outpoints), _CHUNK):
+            chunk = outpoints[i : i + _CHUNK]
+            values = ",".join("(?,?)" for _ in chunk)
+            params: list[object] = []
+            for op in chunk:
+                params += (op.txid[::-1], op.index)
+            for r in await conn.execute_fetchall(
+                f"SELECT {_LOAN_COLUMNS} FROM lending_loans WHERE (txid, vout) IN "
+                f"(VALUES {values}) AND spent_height IS NULL",
+                params,
+            ):
+                loan = _loan_from_row(r)
+                loans[loan.outpoint] = loan
+            for r in await conn.execute_fetchall(
+                f"SELECT txid, vout FROM lending_allowances WHERE (txid, vout) IN "
+                f"(VALUES {values}) AND spent_height IS NULL",
+                params,
+            ):
+                allowances.add(OutPoint(bytes(r[0])[::-1], int(r[1])))
+        ctx = LendingContext(block.time, loans, allowances, dict(self.owners))
+        return decode_order(txs), ctx
+
+    def decode(self, tx: BlockTx, context: LendingContext) -> Sequence[Row]:
+        return decode_lending_tx(tx, context, self.configs)
+
+    async def write(
+        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
+    ) -> None:
+        h, t = block.height, block.time
+        mtp = await block_mtp(conn, block)
+        loans, spends, actions, states, allowances, allowance_spends = [], [], [], [], [], []
+        for r in rows:
+            if isinstance(r, LoanCreated):
+                x = r.loan
+                loans.append(
+                    (
+                        *(x.outpoint.txid[::-1], x.outpoint.index, x.version, x.borrower_hash),
+                        *(x.delegate_hash, x.principal, x.rate_bp, x.timestamp, x.collateral),
+                        *(h, t, mtp, r.position),
+                    )
+                )
+            elif isinstance(r, LoanSpent):
+                spends.append(
+                    (r.txid[::-1], h, t, r.action, r.outpoint.txid[::-1], r.outpoint.index)
+                )
+            elif isinstance(r, ActionRow):
+                actions.append(_action_params(r, h, t, mtp))
+            elif isinstance(r, StateRow):
+                s = r.state
+                states.append(
+                    (
+                        *(r.txid[::-1], s.vout, s.kind, h, t, mtp, r.position, s.staked),
+                        *(s.shares, s.bch_pot, s.sats, s.token_amount),
+                    )
+                )
+            elif isinstance(r, AllowanceCreated):
+                allowances.append(
+                    (
+                        *(r.outpoint.txid[::-1], r.outpoint.index, r.owner_hash, r.sats),
+                        *(None if r.category is None else r.category[::-1], r.token_amount),
+                        *(h, t, r.position),
+                    )
+                )
+            else:
+                allowance_spends.append(
+                    (r.txid[::-1], h, t, r.outpoint.txid[::-1], r.outpoint.index)
+                )
+        await conn.executemany(
+            "INSERT INTO lending_loans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,NULL,NULL,NULL)",
+            loans,
+        )
+        await conn.executemany(
+            "UPDATE lending_loans SET spent_txid = ?, spent_height = ?, spent_time = ?, "
+            "spent_action = ? WHERE txid = ? AND vout = ? AND spent_height IS NULL",
+            spends,
+        )
+        await conn.executemany(
+            "INSERT INTO lending_actions VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            actions,
+        )
+        await conn.executemany(
+            "INSERT INTO lending_states VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", states
+        )
+        await conn.executemany(
+            "INSERT INTO lending_allowances VALUES (?,?,?,?,?,?,?,?,?,NULL,NULL,NULL)", allowances
+        )
+        await conn.executemany(
+            "UPDATE lending_allowances SET spent_txid = ?, spent_height = ?, spent_time = ? "
+            "WHERE txid = ? AND vout = ? AND spent_height IS NULL",
+            allowance_spends,
+        )
+
+    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+        for table in ("lending_actions", "lending_states"):
+            await conn.execute(f"DELETE FROM {table} WHERE height > ?", (height,))
+        for table in ("lending_loans", "lending_allowances"):
+            clear = "spent_txid = NULL, spent_height = NULL, spent_time = NULL"
+            if table == "lending_loans":
+                clear += ", spent_action = NULL"
+            await conn.execute(f"UPDATE {table} SET {clear} WHERE spent_height > ?", (height,))
+            await conn.execute(f"DELETE FROM {table} WHERE height > ?", (height,))
+
+    def committed(
+        self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
+    ) -> None:
+        for r in rows:
+            if isinstance(r, LoanCreated):
+                for owner in (r.loan.borrower_hash, r.loan.delegate_hash):
+                    if owner is not None:
+                        self.owners.setdefault(p2nfth_locking(owner), owner)
+
+    async def mempool_add(
+        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
+    ) -> bool:
+        return False
+
+    def mempool_evict(self, txids: Collection[bytes]) -> None:
+        return None
+
+    def mempool_txids(self) -> Collection[bytes]:
+        return ()
+
+
+def _action_params(r: ActionRow, h: int, t: int, mtp: int) -> tuple[object, ...]:
+    a = r.action
+    b, n = a.before, a.after
+    ref = n if n is not None else b
+    delegate = None if ref is None else ref.delegate_hash
+    return (
+        *(r.txid[::-1], r.seq, h, t, mtp, r.position, a.version, a.kind, a.borrower_hash),
+        *(delegate, a.input_index, None if n is None else n.outpoint.index),
+        *(None if b is None else b.collateral, None if n is None else n.collateral),
+        *(None if b is None else b.principal, None if n is None else n.principal),
+        *(None if b is None else b.rate_bp, None if n is None else n.rate_bp),
+        *(None if b is None else b.timestamp, None if n is None else n.timestamp),
+        a.interest,
+    )

@@ -1,0 +1,178 @@
+"""Indexing token identities: authchains from each token's genesis to its head, and the BCMR
+publications found on them. Fetching the registries is `indexer.registry_fetch`'s background job.
+
+An authchain is tracked from the genesis of a category: the genesis spends output 0 of the
+authbase (the category id), each later link spends output 0 of the previous one. In memory the
+decoder keeps the live heads (outpoint → authbases); within a block, transactions are decoded
+parents first so a chain can advance several links in one block. Limitation: a publication in
+the authbase transaction itself is not seen (the category is only known from its genesis).
+
+Every transaction is a candidate (pattern b""): a link is recognised by what it spends, which no
+byte pattern of the transaction itself announces. Decoding is a set lookup per input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import aiosqlite
+
+from bch.tx import OutPoint
+from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.cauldron.decode import decode_order
+from indexer.decoders.registry.schema import COMPONENT, MIGRATIONS
+from indexer.store.schema import Migration
+from protocols.bcmr import Publication, find_publication, genesis_categories
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    authbase: bytes  # wire order
+    seq: int  # of the link whose output 0 this is
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    authbase: bytes  # wire
+    seq: int
+    txid: bytes  # wire
+    burned: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PublicationRow:
+    authbase: bytes
+    seq: int
+    txid: bytes
+    publication: Publication
+
+
+Row = Link | PublicationRow
+
+
+@dataclass(slots=True)
+class RegistryContext:
+    heads: dict[OutPoint, list[Head]]  # the heads as of before the block …
+    added: dict[OutPoint, list[Head]] = field(default_factory=dict)  # … and the block's own
+    spent: set[OutPoint] = field(default_factory=set)
+
+    def lookup(self, op: OutPoint) -> list[Head]:
+        if op in self.spent:
+            return []
+        return self.added.get(op) or self.heads.get(op, [])
+
+
+def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
+    """Links (and the publication) this transaction adds to any tracked authchain."""
+    t = tx.tx
+    extends: list[Head] = []
+    for inp in t.inputs:
+        if inp.outpoint.index == 0:
+            heads = ctx.lookup(inp.outpoint)
+            if heads:
+                extends += heads
+                ctx.spent.add(inp.outpoint)
+    known = {h.authbase for h in extends}
+    for category in genesis_categories(t):
+        if category not in known:
+            extends.append(Head(category, 0))  # the authbase is seq 0
+            ctx.spent.add(OutPoint(category, 0))
+    if not extends:
+        return []
+    burned = not t.outputs or t.outputs[0].locking[:1] == b"\x6a"
+    pub = find_publication(t)
+    rows: list[Row] = []
+    new_head = OutPoint(tx.txid, 0)
+    for h in extends:
+        link = Link(h.authbase, h.seq + 1, tx.txid, burned)
+        rows.append(link)
+        if pub is not None:
+            rows.append(PublicationRow(h.authbase, link.seq, tx.txid, pub))
+        if not burned:
+            ctx.added.setdefault(new_head, []).append(Head(h.authbase, link.seq))
+    return rows
+
+
+class RegistryDecoder:
+    """See `indexer.decoders.base.Decoder`."""
+
+    name = COMPONENT
+    migrations: Sequence[Migration] = MIGRATIONS
+    patterns: Sequence[bytes] = (b"",)
+
+    def __init__(self) -> None:
+        self.heads: dict[OutPoint, list[Head]] = {}
+        self.head_of: dict[bytes, OutPoint] = {}  # authbase (wire) -> its head
+
+    async def load(self, conn: aiosqlite.Connection) -> None:
+        rows = await conn.execute_fetchall(
+            "SELECT l.authbase, l.seq, l.txid FROM registry_links AS l "
+            "JOIN (SELECT authbase, max(seq) AS seq FROM registry_links GROUP BY authbase) AS m "
+            "ON l.authbase = m.authbase AND l.seq = m.seq WHERE l.burned = 0"
+        )
+        self.heads, self.head_of = {}, {}
+        for authbase, seq, txid in rows:
+            self._move(bytes(authbase)[::-1], OutPoint(bytes(txid)[::-1], 0), int(seq))
+
+    async def prepare(
+        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], RegistryContext]:
+        return decode_order(txs), RegistryContext(self.heads)
+
+    def decode(self, tx: BlockTx, context: RegistryContext) -> Sequence[Row]:
+        return decode_registry_tx(tx, context)
+
+    async def write(
+        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
+    ) -> None:
+        h, t = block.height, block.time
+        links, pubs = [], []
+        for r in rows:
+            if isinstance(r, Link):
+                links.append((r.authbase[::-1], r.seq, r.txid[::-1], h, t, int(r.burned)))
+            else:
+                p = r.publication
+                pubs.append(
+                    (
+                        *(r.txid[::-1], r.authbase[::-1], r.seq, p.output_index),
+                        *(p.expected_hash, p.hash_encoding, json.dumps(list(p.uris)), h, t),
+                    )
+                )
+        await conn.executemany("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links)
+        await conn.executemany("INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs)
+
+    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+        await conn.execute("DELETE FROM registry_publications WHERE height > ?", (height,))
+        await conn.execute("DELETE FROM registry_links WHERE height > ?", (height,))
+
+    def committed(
+        self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
+    ) -> None:
+        for r in rows:
+            if isinstance(r, Link):
+                self._move(r.authbase, None if r.burned else OutPoint(r.txid, 0), r.seq)
+
+    def _move(self, authbase: bytes, to: OutPoint | None, seq: int) -> None:
+        old = self.head_of.pop(authbase, None)
+        if old is not None:
+            kept = [x for x in self.heads.get(old, []) if x.authbase != authbase]
+            if kept:
+                self.heads[old] = kept
+            else:
+                self.heads.pop(old, None)
+        if to is not None:
+            self.heads.setdefault(to, []).append(Head(authbase, seq))
+            self.head_of[authbase] = to
+
+    async def mempool_add(
+        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
+    ) -> bool:
+        return False
+
+    def mempool_evict(self, txids: Collection[bytes]) -> None:
+        return None
+
+    def mempool_txids(self) -> Collection[bytes]:
+        return ()

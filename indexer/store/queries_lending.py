@@ -1,0 +1,297 @@
+"""Lending reads (for `/lending/v11/...` and the earlier `/lending/...`).
+
+Hashes are hex (borrower/owner NFT hashes, txids display order). Every row carries `txid`,
+`height` and `time`; bar/pool rows and actions also `mtp`. Parameter limits follow the issue
+(history: default 50, max 200; bar/pool history: default 100, max 1000); out-of-range values
+raise ValueError, which the REST layer turns into a 400.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiosqlite
+
+from protocols.lending import v1, v11
+
+HISTORY_DEFAULT, HISTORY_MAX = 50, 200
+STATE_DEFAULT, STATE_MAX = 100, 1000
+APR_WINDOW_DEFAULT = 604_800
+
+
+def _check_limit(limit: int, most: int) -> None:
+    if not 1 <= limit <= most:
+        raise ValueError(f"limit must be between 1 and {most}")
+
+
+def _hex(b: Any) -> str | None:
+    return None if b is None else bytes(b).hex()
+
+
+@dataclass(frozen=True, slots=True)
+class LoanRow:
+    txid: str
+    vout: int
+    version: str
+    borrower_hash: str
+    delegate_hash: str | None
+    principal: int  # cents
+    rate_bp: int
+    loan_ts: int
+    collateral: int  # sats
+    height: int
+    time: int
+
+    def as_v11(self) -> v11.LoanV11:
+        delegate = bytes.fromhex(self.delegate_hash) if self.delegate_hash else v11.NO_DELEGATE
+        return v11.LoanV11(
+            bytes.fromhex(self.borrower_hash), delegate, self.principal, self.rate_bp, self.loan_ts
+        )
+
+
+_LOAN = (
+    "SELECT txid, vout, version, borrower_hash, delegate_hash, principal, rate_bp, loan_ts, "
+    "collateral, height, time FROM lending_loans "
+)
+
+
+def _loan(r: Any) -> LoanRow:
+    return LoanRow(
+        bytes(r[0]).hex(), int(r[1]), str(r[2]), bytes(r[3]).hex(), _hex(r[4]),
+        *(int(x) for x in r[5:11]),
+    )  # fmt: skip
+
+
+async def active_loans(conn: aiosqlite.Connection, version: str) -> list[LoanRow]:
+    rows = await conn.execute_fetchall(
+        _LOAN + "WHERE version = ? AND spent_height IS NULL ORDER BY height, position, vout",
+        (version,),
+    )
+    return [_loan(r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOut:
+    txid: str
+    height: int
+    time: int
+    mtp: int
+    kind: str
+    version: str
+    borrower_hash: str
+    delegate_hash: str | None
+    collateral_before: int | None
+    collateral_after: int | None
+    principal_before: int | None
+    principal_after: int | None
+    rate_before: int | None
+    rate_after: int | None
+    loan_ts_before: int | None
+    loan_ts_after: int | None
+    interest: int | None
+
+
+_ACTION = (
+    "SELECT txid, height, time, mtp, kind, version, borrower_hash, delegate_hash, "
+    "collateral_before, collateral_after, principal_before, principal_after, rate_before, "
+    "rate_after, loan_ts_before, loan_ts_after, interest FROM lending_actions "
+)
+
+
+def _opt(x: Any) -> int | None:
+    return None if x is None else int(x)
+
+
+def _action(r: Any) -> ActionOut:
+    return ActionOut(
+        bytes(r[0]).hex(), int(r[1]), int(r[2]), int(r[3]), str(r[4]), str(r[5]),
+        bytes(r[6]).hex(), _hex(r[7]), *(_opt(x) for x in r[8:17]),
+    )  # fmt: skip
+
+
+async def history(
+    conn: aiosqlite.Connection,
+    version: str,
+    offset: int = 0,
+    limit: int = HISTORY_DEFAULT,
+    nfths: Sequence[str] | None = None,
+) -> list[ActionOut]:
+    """Actions newest first; `nfths`: only these borrower hashes (64-hex each)."""
+    _check_limit(limit, HISTORY_MAX)
+    if offset < 0:
+        raise ValueError("offset cannot be negative")
+    params: list[object] = [version]
+    sql = _ACTION + "WHERE version = ?"
+    if nfths:
+        for h in nfths:
+            if len(h) != 64:
+                raise ValueError(f"an NFT hash is 64 hex characters: {h!r}")
+        sql += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
+        params += [bytes.fromhex(h) for h in nfths]
+    sql += " ORDER BY height DESC, position DESC, seq DESC LIMIT ? OFFSET ?"
+    rows = await conn.execute_fetchall(sql, [*params, limit, offset])
+    return [_action(r) for r in rows]
+
+
+async def loan_history(
+    conn: aiosqlite.Connection, borrower_hash: str, version: str | None = None
+) -> list[ActionOut]:
+    """One borrower's actions in ascending time (block order)."""
+    sql = _ACTION + "WHERE borrower_hash = ?"
+    params: list[object] = [bytes.fromhex(borrower_hash)]
+    if version is not None:
+        sql += " AND version = ?"
+        params.append(version)
+    rows = await conn.execute_fetchall(sql + " ORDER BY height, position, seq", params)
+    return [_action(r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class AllowanceRow:
+    txid: str
+    vout: int
+    owner_hash: str
+    sats: int
+    category: str | None
+    token_amount: int
+    height: int
+    time: int
+
+
+async def allowances(conn: aiosqlite.Connection, owner_hash: str) -> list[AllowanceRow]:
+    """Unspent outputs payable to the owner NFT hash."""
+    rows = await conn.execute_fetchall(
+        "SELECT txid, vout, owner_hash, sats, category, token_amount, height, time "
+        "FROM lending_allowances WHERE owner_hash = ? AND spent_height IS NULL "
+        "ORDER BY height, position, vout",
+        (bytes.fromhex(owner_hash),),
+    )
+    return [
+        AllowanceRow(
+            bytes(r[0]).hex(),
+            int(r[1]),
+            bytes(r[2]).hex(),
+            int(r[3]),
+            _hex(r[4]),
+            *(int(x) for x in r[5:8]),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class StateRow:
+    txid: str
+    vout: int
+    kind: str
+    height: int
+    time: int
+    mtp: int
+    staked: int
+    shares: int
+    bch_pot: int
+
+    @property
+    def share_price(self) -> float | None:
+        return v11.share_price(self.staked, self.shares)
+
+
+_STATE = "SELECT txid, vout, kind, height, time, mtp, staked, shares, bch_pot FROM lending_states "
+
+
+def _state(r: Any) -> StateRow:
+    return StateRow(bytes(r[0]).hex(), int(r[1]), str(r[2]), *(int(x) for x in r[3:9]))
+
+
+async def state_history(
+    conn: aiosqlite.Connection,
+    kind: Literal["bar", "pool"],
+    since: int = 0,
+    limit: int = STATE_DEFAULT,
+) -> list[StateRow]:
+    """Bar or pool states newest first with `mtp > since`."""
+    _check_limit(limit, STATE_MAX)
+    rows = await conn.execute_fetchall(
+        _STATE + "WHERE kind = ? AND mtp > ? ORDER BY mtp DESC, height DESC, position DESC LIMIT ?",
+        (kind, since, limit),
+    )
+    return [_state(r) for r in rows]
+
+
+async def _state_at(conn: aiosqlite.Connection, kind: str, mtp: int) -> StateRow | None:
+    rows = await conn.execute_fetchall(
+        _STATE + "WHERE kind = ? AND mtp <= ? ORDER BY mtp DESC, height DESC, position DESC "
+        "LIMIT 1",
+        (kind, mtp),
+    )
+    return next((_state(r) for r in rows), None)
+
+
+async def staking_apr(
+    conn: aiosqlite.Connection, now: int, window: int = APR_WINDOW_DEFAULT
+) -> dict[str, Any]:
+    """Annualised growth of the bar's and the pool's share price over [now − window, now]
+    (by mtp), gross of exit fees; the pool's excludes its BCH pot. A figure is None without
+    coverage: no state at or before the window's start."""
+    if window <= 0:
+        raise ValueError("window must be positive")
+    out: dict[str, Any] = {"window": window, "excludes_bch_pot": True}
+    for kind in ("bar", "pool"):
+        first = await _state_at(conn, kind, now - window)
+        last = await _state_at(conn, kind, now)
+        p0 = None if first is None else first.share_price
+        p1 = None if last is None else last.share_price
+        out[kind] = None if p0 is None or p1 is None else v11.annualised_growth(p0, p1, window)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Crankable:
+    loan: LoanRow
+    reason: str  # liquidate, redeem, accrue
+
+
+async def crankable(
+    conn: aiosqlite.Connection, now: int, price: int | None, rate_bp: int | None
+) -> list[Crankable]:
+    """Active v11 loans a keeper may legally process at `now` (at this oracle price and rate)
+    and whose collateral can fund the keeper's fee, with the reason for each."""
+    out = []
+    for loan in await active_loans(conn, "v11"):
+        reason = v11.crank_reason(loan.as_v11(), loan.collateral, now, price, rate_bp)
+        if reason is not None and v11.can_fund_fee(loan.collateral):
+            out.append(Crankable(loan, reason))
+    return out
+
+
+async def stats(
+    conn: aiosqlite.Connection, version: str, price: int | None, now: int
+) -> dict[str, Any]:
+    """Totals of the active loans: count, collateral (sats), debt (principal and with interest,
+    cents), average rate (principal weighted, bp), and the collateral ratio distribution at the
+    oracle price (percent buckets)."""
+    loans = await active_loans(conn, version)
+    principal = sum(x.principal for x in loans)
+    debt = sum(x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts) for x in loans)
+    weighted = sum(x.principal * x.rate_bp for x in loans)
+    buckets = {"<120": 0, "120-150": 0, "150-200": 0, "200-300": 0, ">=300": 0}
+    if price:
+        for x in loans:
+            owed = x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts)
+            ratio = 100 * v1.collateral_value(x.collateral, price) / owed
+            key = (
+                "<120" if ratio < 120 else "120-150" if ratio < 150 else "150-200"
+                if ratio < 200 else "200-300" if ratio < 300 else ">=300"
+            )  # fmt: skip
+            buckets[key] += 1
+    return {
+        "loans": len(loans),
+        "collateral": sum(x.collateral for x in loans),
+        "principal": principal,
+        "debt": debt,
+        "average_rate": None if not principal else weighted / principal,
+        "oracle_price": price,
+        "collateral_ratio": buckets if price else None,
+    }

@@ -1,0 +1,129 @@
+"""Oracle reads (for `/oracle/...`): feed history, the update closest to a time, the latest price.
+
+Ids are display hex; validation of user input is the caller's. Each feed update row is one
+re-creation of the oracle UTXO; `time` is the oracle's own timestamp (the commitment's, or the
+block time for layouts without one), prices are integer US cents per BCH. Metadata (price NULL)
+is never returned as a price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+_SELECT = (
+    "SELECT u.oracle_time, u.price, u.txid, b.hash, u.sequence FROM oracle_updates AS u "
+    "JOIN blocks AS b ON b.height = u.height "
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPoint:
+    time: int
+    price: int  # US cents per BCH
+    txid: str
+    blockhash: str
+    sequence: int
+
+
+def _point(r: Any) -> FeedPoint:
+    return FeedPoint(int(r[0]), int(r[1]), bytes(r[2]).hex(), bytes(r[3]).hex(), int(r[4]))
+
+
+async def feed_history(
+    conn: aiosqlite.Connection,
+    category: str,
+    start: int,
+    end: int | None = None,
+    stepsize: int | None = None,
+) -> list[FeedPoint]:
+    """Updates with start ≤ time ≤ end, oldest first. With `stepsize`, one entry per interval
+    [start + k·step, start + (k+1)·step): the LAST update in it (the price that stood at the
+    interval's end); intervals without an update are left out."""
+    params: list[object] = [bytes.fromhex(category), start]
+    sql = _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL AND u.oracle_time >= ?"
+    if end is not None:
+        sql += " AND u.oracle_time <= ?"
+        params.append(end)
+    sql += " ORDER BY u.oracle_time, u.sequence"
+    points = [_point(r) for r in await conn.execute_fetchall(sql, params)]
+    if not stepsize:
+        return points
+    buckets: dict[int, FeedPoint] = {}
+    for p in points:
+        buckets[(p.time - start) // stepsize] = p
+    return [buckets[k] for k in sorted(buckets)]
+
+
+async def feed_closest(
+    conn: aiosqlite.Connection, category: str, timestamp: int
+) -> FeedPoint | None:
+    """The update whose time is closest to `timestamp` (a tie goes to the earlier one); None
+    when the feed has no data. Two index seeks."""
+    cat = bytes.fromhex(category)
+    before = await conn.execute_fetchall(
+        _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL AND u.oracle_time <= ? "
+        "ORDER BY u.oracle_time DESC, u.sequence DESC LIMIT 1",
+        (cat, timestamp),
+    )
+    after = await conn.execute_fetchall(
+        _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL AND u.oracle_time > ? "
+        "ORDER BY u.oracle_time, u.sequence LIMIT 1",
+        (cat, timestamp),
+    )
+    found = [_point(r) for r in (*before, *after)]
+    if not found:
+        return None
+    return min(found, key=lambda p: (abs(p.time - timestamp), p.time))
+
+
+async def latest_price(conn: aiosqlite.Connection, category: str) -> FeedPoint | None:
+    """The current price: the update with the highest sequence (parallel UTXOs may exist)."""
+    rows = await conn.execute_fetchall(
+        _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL ORDER BY u.sequence DESC LIMIT 1",
+        (bytes.fromhex(category),),
+    )
+    return next((_point(r) for r in rows), None)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    txid: str
+    vout: int
+    height: int
+    time: int
+    pubkey: str
+    status: str  # valid, invalid_signature, unknown_key
+    msg_time: int
+    message_sequence: int
+    data_sequence: int
+    price: int | None  # only for valid price messages
+
+
+async def messages(
+    conn: aiosqlite.Connection, pubkey: str, start: int, end: int
+) -> list[MessageRow]:
+    """Published GP messages of one key with start ≤ message time ≤ end, in time order."""
+    rows = await conn.execute_fetchall(
+        "SELECT txid, vout, height, time, pubkey, status, msg_time, message_sequence, "
+        "data_sequence, price FROM oracle_messages WHERE pubkey = ? AND msg_time BETWEEN ? AND ? "
+        "ORDER BY msg_time, message_sequence",
+        (bytes.fromhex(pubkey), start, end),
+    )
+    return [
+        MessageRow(
+            txid=bytes(r[0]).hex(),
+            vout=int(r[1]),
+            height=int(r[2]),
+            time=int(r[3]),
+            pubkey=bytes(r[4]).hex(),
+            status=str(r[5]),
+            msg_time=int(r[6]),
+            message_sequence=int(r[7]),
+            data_sequence=int(r[8]),
+            price=None if r[9] is None else int(r[9]),
+        )
+        for r in rows
+    ]

@@ -1,0 +1,239 @@
+"""The lending decoder against the small scenario with the lending extension: every action,
+bar/pool state and allowance the ledger records is a row (with the interest owed at the block
+time), the reads answer from them, and undo is exact."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devnet.scenario.generator import ScenarioGenerator
+from devnet.scenario.lending import LendingExtension, configs_from_ledger
+from devnet.service import Devnet
+from indexer.decoders.lending import LendingDecoder, median_time_past
+from indexer.store.queries_lending import (
+    active_loans,
+    allowances,
+    crankable,
+    history,
+    loan_history,
+    staking_apr,
+    state_history,
+    stats,
+)
+from protocols.lending import v1
+from tests.devnet.test_scenario import SMALL, devnet_config
+from tests.indexer.test_decoder_oracle import dump, index
+
+TABLES = ("lending_loans", "lending_actions", "lending_states", "lending_allowances")
+ACTION_KINDS = {"borrow", "add_collateral", "refinance", "delegate", "repay", "redeem"}
+ACTION_KINDS |= {"liquidation", "accrue"}
+
+
+@dataclass(frozen=True)
+class LendingChain:
+    part: dict[str, Any]
+    blocks: list[bytes]
+
+
+_CACHE: list[LendingChain] = []
+
+
+def lending_chain() -> LendingChain:
+    if not _CACHE:
+
+        async def run() -> LendingChain:
+            net = Devnet(devnet_config())
+            await net.start()
+            try:
+                result = await ScenarioGenerator(net, SMALL, extensions=[LendingExtension()]).run()
+                part = result.ledger.extensions["lending"]
+                assert isinstance(part, dict)
+                return LendingChain(part, [b.raw for b in net.nodes[0].chain.blocks])
+            finally:
+                await net.stop()
+
+        _CACHE.append(asyncio.run(run()))
+    return _CACHE[0]
+
+
+@pytest.fixture(scope="module")
+def chain() -> LendingChain:
+    return lending_chain()
+
+
+def decoder(chain: LendingChain) -> LendingDecoder:
+    return LendingDecoder(configs_from_ledger(chain.part))
+
+
+async def test_rows_equal_the_ledger(chain: LendingChain) -> None:
+    records = chain.part["records"]
+    store = await index(":memory:", [decoder(chain)], chain.blocks)
+    try:
+        rows = await store.conn.execute_fetchall(
+            "SELECT txid, kind, version, hex(borrower_hash), principal_before, principal_after, "
+            "collateral_after, rate_after, loan_ts_after, interest, hex(delegate_hash), height, "
+            "time FROM lending_actions ORDER BY height, txid, seq"
+        )
+        names: tuple[str, ...] = ("txid", "kind", "version", "borrower_hash", "principal_before")
+        names += ("principal_after", "collateral_after", "rate_after", "loan_ts_after")
+        names += ("interest", "delegate_hash", "height", "time")
+
+        def norm(r: Any) -> tuple[Any, ...]:
+            values = dict(zip(names, r, strict=True))
+            values["txid"] = bytes(r[0]).hex()
+            values["borrower_hash"] = r[3].lower()
+            values["delegate_hash"] = r[10].lower() if r[10] else None
+            return tuple(values[n] for n in names)
+
+        got = sorted(norm(r) for r in rows)
+        want = []
+        for e in records:
+            if e["kind"] not in ACTION_KINDS:
+                continue
+            ends = e["kind"] in ("repay", "redeem", "liquidation")
+            before = e.get("before", e if ends else None)
+            after = None if ends else e
+            expected = {
+                "txid": e["txid"],
+                "kind": e["kind"],
+                "version": e["version"],
+                "borrower_hash": e["borrower_hash"],
+                "principal_before": None if before is None else before["principal"],
+                "principal_after": None if after is None else after["principal"],
+                "collateral_after": None if after is None else after["collateral"],
+                "rate_after": None if after is None else after["rate_bp"],
+                "loan_ts_after": None if after is None else after["loan_ts"],
+                "interest": e.get("interest"),
+                "delegate_hash": e["delegate_hash"],
+                "height": e["height"],
+                "time": e["time"],
+            }
+            want.append(tuple(expected[n] for n in names))
+        assert got == sorted(want)
+        assert {r[1] for r in rows} == ACTION_KINDS
+
+        states = await store.conn.execute_fetchall(
+            "SELECT txid, vout, kind, staked, shares, bch_pot, height FROM lending_states"
+        )
+        assert sorted((bytes(r[0]).hex(), *r[1:]) for r in states) == sorted(
+            (e["txid"], e["vout"], e["state"], e["staked"], e["shares"], e["bch_pot"], e["height"])
+            for e in records
+            if e["kind"] == "state"
+        )
+        allow = await store.conn.execute_fetchall(
+            "SELECT txid, vout, owner_hash, sats, spent_txid FROM lending_allowances"
+        )
+        claims = {e["spent"]: e["txid"] for e in records if e["kind"] == "claim"}
+        assert sorted(
+            (bytes(r[0]).hex(), r[1], bytes(r[2]).hex(), r[3], _hex(r[4])) for r in allow
+        ) == sorted(
+            (
+                e["txid"],
+                e["vout"],
+                e["owner_hash"],
+                e["sats"],
+                claims.get(f"{e['txid']}:{e['vout']}"),
+            )
+            for e in records
+            if e["kind"] == "allowance"
+        )
+
+        # --- the reads ----------------------------------------------------------------------
+        active = await active_loans(store.conn, "v11") + await active_loans(store.conn, "v1")
+        last = {e["loan"]: e for e in records if "loan" in e}
+        assert sorted(x.borrower_hash for x in active) == sorted(
+            last[name]["borrower_hash"] for name in chain.part["active"]
+        )
+        c = next(x for x in active if x.delegate_hash is not None)
+        assert c.delegate_hash == last["C"]["delegate_hash"]
+        a_hash = last["A"]["borrower_hash"]
+        a_hist = await loan_history(store.conn, a_hash)
+        assert [x.kind for x in a_hist] == ["borrow", "add_collateral", "refinance", "repay"]
+        newest = await history(store.conn, "v1", limit=2)
+        all_v1 = await history(store.conn, "v1", limit=200)
+        assert (
+            newest == all_v1[:2]
+            and len(all_v1)
+            == 1
+            + sum(1 for e in records if e.get("version") == "v1" and e["kind"] in ACTION_KINDS)
+            - 1
+        )
+        heights = [x.height for x in all_v1]
+        assert heights == sorted(heights, reverse=True)
+        only_a = await history(store.conn, "v1", nfths=[a_hash])
+        assert {x.borrower_hash for x in only_a} == {a_hash} and len(only_a) == 4
+        with pytest.raises(ValueError):
+            await history(store.conn, "v1", limit=201)
+        with pytest.raises(ValueError):
+            await history(store.conn, "v1", nfths=["ab"])
+        e_hash = last["E"]["borrower_hash"]
+        left = await allowances(store.conn, e_hash)
+        assert [x.sats for x in left] == [
+            e["sats"] for e in records if e["kind"] == "allowance" and e["owner_hash"] == e_hash
+        ]
+        assert await allowances(store.conn, last["F"]["borrower_hash"]) == []  # claimed
+        bars = await state_history(store.conn, "bar", 0, 1000)
+        assert [b.staked for b in bars] == [
+            e["staked"] for e in reversed(records) if e["kind"] == "state" and e["state"] == "bar"
+        ]
+        since = bars[-1].mtp
+        assert all(b.mtp > since for b in await state_history(store.conn, "bar", since))
+        with pytest.raises(ValueError):
+            await state_history(store.conn, "pool", 0, 1001)
+        end = max(b.mtp for b in bars)
+        apr = await staking_apr(store.conn, end, end - bars[-1].mtp)
+        assert apr["excludes_bch_pot"] is True
+        first, top = bars[-1], bars[0]
+        growth = (top.staked / top.shares / (first.staked / first.shares) - 1) * 365 * 86_400
+        assert apr["bar"] == pytest.approx(growth / (end - first.mtp))
+        assert (await staking_apr(store.conn, end, end))["pool"] is None  # no coverage
+        with pytest.raises(ValueError):
+            await staking_apr(store.conn, end, -1)
+        now = max(x.time for x in a_hist) + 400 * 86_400
+        crank = await crankable(store.conn, now, 100, None)
+        assert {x.reason for x in crank} == {"liquidate"} and len(crank) == len(
+            await active_loans(store.conn, "v11")
+        )
+        assert await crankable(store.conn, now - 400 * 86_400 + 1, 10**9, None) == []
+        s = await stats(store.conn, "v11", 45_000, now)
+        assert s["loans"] == len(await active_loans(store.conn, "v11"))
+        assert s["collateral"] == sum(x.collateral for x in await active_loans(store.conn, "v11"))
+        assert s["debt"] == sum(
+            x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts)
+            for x in await active_loans(store.conn, "v11")
+        )
+    finally:
+        await store.close()
+
+
+def _hex(b: Any) -> str | None:
+    return None if b is None else bytes(b).hex()
+
+
+async def test_undo_is_exact(chain: LendingChain, tmp_path: Path) -> None:
+    full = await index(tmp_path / "a.db", [decoder(chain)], chain.blocks)
+    heights = sorted({e["height"] for e in chain.part["records"] if e["height"] is not None})
+    cut = heights[len(heights) // 2]  # in the middle of the lending activity
+    part = await index(tmp_path / "b.db", [decoder(chain)], chain.blocks[: cut + 1])
+    try:
+        await full.undo_to(cut)
+        assert await dump(full, TABLES) == await dump(part, TABLES)
+        for h in range(cut + 1, len(chain.blocks)):
+            await full.apply_block(h, chain.blocks[h])
+            await part.apply_block(h, chain.blocks[h])
+        assert await dump(full, TABLES) == await dump(part, TABLES)
+    finally:
+        await full.close()
+        await part.close()
+
+
+def test_median_time_past() -> None:
+    assert median_time_past([5]) == 5
+    assert median_time_past([1, 9, 3]) == 3
+    assert median_time_past(range(11)) == 5
+    assert median_time_past([1, 2]) == 2  # sorted[n // 2], as nodes compute it
