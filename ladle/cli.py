@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -124,23 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_up_arguments(up)
     up.set_defaults(func=cmd_up)
-    _add_optional_commands(sub)
+    _add_component_commands(sub)
     return parser
 
 
-# Commands of components that may not exist yet in a checkout: each module, when present,
-# exposes `add_commands(subparsers)`.
-OPTIONAL_COMMANDS = ("router.cli", "broadcast.cli")
+# The service components; each module exposes `add_commands(subparsers)`.
+COMMAND_MODULES = ("indexer.cli", "rest.cli", "router.cli", "broadcast.cli")
 
 
-def _add_optional_commands(sub: Any) -> None:
-    for name in OPTIONAL_COMMANDS:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except ModuleNotFoundError:
-            found = False
-        if found:
-            importlib.import_module(name).add_commands(sub)
+def _add_component_commands(sub: Any) -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -45,6 +45,14 @@ class UpContext:
     args: argparse.Namespace
     started: dict[str, Started] = field(default_factory=dict)
     devnet: LaunchedDevnet | None = None  # what later components connect to
+    # The live pool snapshot the indexer writes and the router reads (one object, in-process).
+    snapshot: Any = field(default_factory=lambda: _new_snapshot())
+
+
+def _new_snapshot() -> Any:
+    from indexer.snapshot import PoolSnapshot
+
+    return PoolSnapshot()
 
 
 StartFn = Callable[[UpContext], Awaitable[Started | None]]
@@ -64,14 +72,36 @@ async def start_devnet(ctx: UpContext) -> Started:
 
 
 # Later issues register here, in start order: ("indexer", start_indexer), ("rest", …), …
+async def start_rest(ctx: UpContext) -> Started | None:
+    from rest.service import start_in_up
+
+    return await start_in_up(ctx)
+
+
 async def start_broadcast(ctx: UpContext) -> Started | None:
     from broadcast.cli import start_in_up
 
     return await start_in_up(ctx)
 
 
+async def start_indexer(ctx: UpContext) -> Started | None:
+    from indexer.service import start_indexer as start
+
+    return await start(ctx)
+
+
+async def start_router(ctx: UpContext) -> Started | None:
+    """The router shares the indexer's process and `ctx.snapshot` (so it starts after it)."""
+    from router.service import start_router_component
+
+    return await start_router_component(ctx)
+
+
 COMPONENTS: list[tuple[str, StartFn]] = [
     ("devnet", start_devnet),
+    ("indexer", start_indexer),
+    ("rest", start_rest),
+    ("router", start_router),
     ("broadcast", start_broadcast),
 ]
 
@@ -81,6 +111,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from devnet.cli import add_devnet_options
 
     add_devnet_options(parser)
+    parser.add_argument(
+        "--router-port",
+        type=int,
+        metavar="PORT",
+        help="router WebSocket port (default 8765; 0 when --ports is 0)",
+    )
+    parser.add_argument(
+        "--rest-port",
+        type=int,
+        metavar="PORT",
+        help="data API port (default 8000; 0 when --ports is 0)",
+    )
     add_up_options(parser)
 
 

@@ -14,7 +14,8 @@ from router.params import (
     parse_quote_params,
 )
 from router.pools import BCH, Pool, PoolBook, load_pools, parse_pools
-from router.route import Direction, Hop, Leg, Quote, quote, solve_hop
+from router.quotes import Quote, quote
+from router.route import Direction, Hop, Leg, solve_hop
 
 __all__ = [
     "BCH",

@@ -33,7 +33,8 @@ from router import gate
 from router.errors import bad_request, insufficient_funds, route_failed, slippage
 from router.params import BuildRequest, FundingInput, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, POOL_INPUT_SIZE, PoolBook, pool_output_size
-from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST, Quote, quote
+from router.quotes import Quote, quote
+from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST
 
 
 @dataclass(frozen=True, slots=True)

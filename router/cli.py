@@ -1,4 +1,5 @@
-"""`ladle route` and `ladle build`: the router offline, over a pools file.
+"""`ladle route` and `ladle build`: the router offline, over a pools file; `ladle router`: the
+WebSocket daemon, standalone (it runs the indexer in-process for its live pool snapshot).
 
 Same code path as the daemon (`parse_*_params` → `quote` / `build`), so integrators can check
 what the router would answer. Output is JSON on stdout. A routing error prints
@@ -9,6 +10,10 @@ argument is one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import logging
+import signal
 import sys
 from typing import Any
 
@@ -18,7 +23,7 @@ from router.build import build
 from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook, PoolsFileError, load_pools
-from router.route import quote
+from router.quotes import quote
 
 EXIT_ROUTING = 1
 EXIT_USAGE = 2
@@ -166,3 +171,125 @@ def add_commands(subparsers: Any) -> None:
         help="miner fee rate when the request names none (default 1)",
     )
     build_cmd.set_defaults(func=cmd_build)
+    add_router_command(subparsers)
+
+
+# --- ladle router: the daemon, standalone ---------------------------------------------------
+
+
+async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
+    from indexer.cli import config_from_args
+    from indexer.service import run_indexer
+    from indexer.snapshot import PoolSnapshot
+    from router.daemon import DaemonConfig
+    from router.service import start_router
+
+    limits = DaemonConfig(max_connections=args.max_connections, rate=args.rate)
+    index_config = config_from_args(args)
+    snapshot = PoolSnapshot()
+    ready = asyncio.Event()
+    indexer = asyncio.create_task(run_indexer(index_config, ready=ready, snapshot=snapshot))
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stopping.set)
+    server = None
+    try:
+        waiters = {indexer, asyncio.create_task(ready.wait()), asyncio.create_task(stopping.wait())}
+        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending - {indexer}:
+            task.cancel()
+        if indexer in done:
+            indexer.result()
+            return 1
+        if stopping.is_set():
+            return 0
+        server = await start_router(snapshot, config, args.host, args.port, limits)
+        print(f"router: {server.url} ({len(snapshot)} live pools)", flush=True)
+        stop = asyncio.create_task(stopping.wait())
+        await asyncio.wait({indexer, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if indexer.done():
+            indexer.result()
+            return 1
+        return 0
+    finally:
+        if server is not None:
+            await server.close()
+        indexer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await indexer
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def cmd_router(args: argparse.Namespace) -> int:
+    """Serve the router over a live index of `--electrum` (database `--db`)."""
+    from indexer.cli import config_from_args
+
+    try:
+        config = RouterConfig(
+            fee_bps=args.fee_bps, fee_address=args.fee_address, fee_per_byte=args.fee_per_byte
+        )
+        config_from_args(args)
+        if args.max_connections < 1 or not args.rate > 0:
+            raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
+    except ValueError as exc:
+        return _usage(str(exc))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        return asyncio.run(_run_router(args, config))
+    except Exception as exc:
+        print(f"ladle: router failed: {exc}", file=sys.stderr)
+        return EXIT_ROUTING
+
+
+def add_router_command(subparsers: Any) -> None:
+    from indexer.cli import add_index_arguments
+    from router.daemon import DaemonConfig
+    from router.service import DEFAULT_PORT
+
+    defaults = DaemonConfig()
+    parser = subparsers.add_parser(
+        "router",
+        help="run the WebSocket swap router (with an in-process indexer)",
+        description="Serve the router's JSON-RPC over WebSocket on a live pool snapshot kept "
+        "by an in-process indexer of --electrum into --db, until SIGINT/SIGTERM.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--fee-bps", type=int, default=10, metavar="N", help="router fee (default 10 bps)"
+    )
+    parser.add_argument(
+        "--fee-address",
+        default=None,
+        metavar="ADDR",
+        help="token-aware CashAddr receiving the router fee (no fee without one)",
+    )
+    parser.add_argument(
+        "--fee-per-byte",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="miner fee rate when a request names none (default 1 sat/byte)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=defaults.max_connections,
+        metavar="N",
+        help=f"connections beyond N get HTTP 503 (default {defaults.max_connections})",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=defaults.rate,
+        metavar="N",
+        help=f"requests per second per connection (default {defaults.rate:g})",
+    )
+    add_index_arguments(parser)
+    parser.set_defaults(func=cmd_router)

@@ -42,7 +42,8 @@ from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, is_valid_pool_
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH
-from router.route import P2PKH_UNLOCK_WORST, Leg, Quote
+from router.quotes import Quote
+from router.route import P2PKH_UNLOCK_WORST, Leg
 
 log = logging.getLogger("ladle.router.gate")
 

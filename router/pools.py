@@ -247,6 +247,10 @@ class PoolBook:
     def __len__(self) -> int:
         return sum(len(group) for group in self._by_token.values())
 
+    def peek(self, key: object) -> object | None:
+        """What `memo` holds for `key`, without computing it (None when absent)."""
+        return self._memo.get(key)
+
     def memo(self, key: object, factory: Callable[[], T]) -> T:
         """Compute `factory()` once per key for this snapshot (thread-safe)."""
         try:

@@ -33,11 +33,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bch.encoding import compact_size_len
-from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
-from bch.script import p2pkh_locking
-from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import MAX_SATS, TxOutput
+from bch.policy import MAX_STANDARD_TX_SIZE
+from bch.token import MAX_TOKEN_AMOUNT
+from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
     MIN_POOL_SATS,
     PoolState,
@@ -48,8 +46,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router.errors import route_failed
-from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH, POOL_INPUT_SIZE, Pool, PoolBook, pool_output_size
+from router.pools import POOL_INPUT_SIZE, Pool, PoolBook, pool_output_size
 
 GAMMA = 997 / 1000
 PHI = 1000 / 1003
@@ -317,10 +314,35 @@ class _Model:
         return PHI * (pool.sats - y / PHI) ** 2 / k
 
 
+def _model_key(token_id: str, direction: Direction) -> tuple[str, str, Direction]:
+    return ("route-model", token_id, direction)
+
+
 def _model(book: PoolBook, token_id: str, direction: Direction) -> _Model:
     return book.memo(
-        ("route-model", token_id, direction), lambda: _Model(book.pools(token_id), direction)
+        _model_key(token_id, direction), lambda: _Model(book.pools(token_id), direction)
     )
+
+
+def prewarm(book: PoolBook, token_id: str) -> None:
+    """Build a token's models (both directions) now, so the next order does not pay for it."""
+    for direction in Direction:
+        _model(book, token_id, direction)
+
+
+def _const(model: _Model) -> Callable[[], _Model]:
+    return lambda: model
+
+
+def inherit_models(new: PoolBook, old: PoolBook, tokens: Iterable[str]) -> None:
+    """Reuse `old`'s models for `tokens` whose pools are the same in `new` (the caller's
+    promise): a snapshot change touching one token must not re-sort the 199 others."""
+    for token in tokens:
+        for direction in Direction:
+            key = _model_key(token, direction)
+            found = old.peek(key)
+            if isinstance(found, _Model):
+                new.memo(key, _const(found))
 
 
 # --- the continuous sweep --------------------------------------------------------------------
@@ -862,235 +884,4 @@ def _cannot_fill(
         f"not enough liquidity: the pools of {token_id} can deliver at most {capacity} {unit}",
         token_id=token_id,
         max_amount=str(capacity),
-    )
-
-
-# --- router fee ------------------------------------------------------------------------------
-
-
-def fee_on(gross: int, bps: int, minimum: int) -> int:
-    """The router fee on `gross`: floor(gross·bps/10⁴), or 0 when that is below `minimum`
-    (the fee output's dust threshold for sats, 1 for tokens): no fee output is made then."""
-    fee = gross * bps // 10_000
-    return fee if fee >= minimum else 0
-
-
-def gross_for_net(net: int, bps: int, minimum: int) -> int:
-    """Smallest gross with gross − fee_on(gross) == net (exact-out orders pay fee on top)."""
-    if fee_on(net, bps, minimum) == 0:
-        return net
-    gross = net * 10_000 // (10_000 - bps)
-    while gross - gross * bps // 10_000 < net:
-        gross += 1
-    while gross > net and (gross - 1) - (gross - 1) * bps // 10_000 >= net:
-        gross -= 1
-    return gross
-
-
-@dataclass(frozen=True, slots=True)
-class RouterFee:
-    asset: str  # "bch" or the sold token's id
-    amount: int  # sats or tokens; 0 when no fee is charged
-    sats: int  # sats the fee output carries (the fee itself, or a token output's dust)
-    bps: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "asset": self.asset,
-            "amount": str(self.amount),
-            "sats": str(self.sats),
-            "bps": self.bps,
-        }
-
-
-def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxOutput:
-    locking = config.fee_locking or p2pkh_locking(bytes(20))
-    return TxOutput(sats, locking, token)
-
-
-# --- the quote -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Quote:
-    """A priced route: what the user pays and gets, the legs, the fees and the state used."""
-
-    request: QuoteRequest
-    hops: tuple[Hop, ...]
-    input_amount: int
-    output_amount: int
-    fee: RouterFee
-    fee_per_byte: float
-    size_estimate: int
-    miner_fee_estimate: int
-    snapshot_version: int | str | None
-    index_height: int | None
-
-    @property
-    def legs(self) -> tuple[Leg, ...]:
-        return tuple(leg for hop in self.hops for leg in hop.legs)
-
-    def prices(self) -> tuple[float, float]:
-        """(pre, post): the best marginal price among the pools used, before and after.
-
-        Sats per token base unit for BCH trades; for token→token, sold-token units per
-        bought-token unit (the ratio of the two hops' prices).
-        """
-        pre: list[float] = []
-        post: list[float] = []
-        for hop in self.hops:
-            pick = min if hop.direction is Direction.BUY else max
-            pre.append(pick(leg.pool.sats / leg.pool.tokens for leg in hop.legs))
-            post.append(pick(leg.after.sats / leg.after.tokens for leg in hop.legs))
-        if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
-            return pre[1] / pre[0], post[1] / post[0]
-        return pre[0], post[0]
-
-    def to_json(self) -> dict[str, Any]:
-        pre, post = self.prices()
-        sell, buy = self.request.sell, self.request.buy
-        return {
-            "sell": sell,
-            "buy": buy,
-            "side": self.request.side.value,
-            "input_amount": str(self.input_amount),
-            "output_amount": str(self.output_amount),
-            "input_is_bch": sell == BCH,
-            "output_is_bch": buy == BCH,
-            "market_pre_price": pre,
-            "market_post_price": post,
-            "price_impact": abs(post - pre) / pre if pre > 0 else 0.0,
-            "pools": [leg.to_json() for leg in self.legs],
-            "router_fee": self.fee.to_json(),
-            "fee_per_byte": self.fee_per_byte,
-            "estimated_size": self.size_estimate,
-            "miner_fee_estimate_sats": str(self.miner_fee_estimate),
-            "snapshot_version": self.snapshot_version,
-            "index_height": self.index_height,
-        }
-
-
-def _require_pools(book: PoolBook, token_id: str) -> None:
-    if not book.pools(token_id):
-        raise route_failed(f"no pools for token {token_id}", token_id=token_id)
-
-
-def quote(
-    book: PoolBook,
-    request: QuoteRequest,
-    config: RouterConfig,
-    *,
-    funding_inputs: int | None = None,
-    max_pools: int | None = None,
-) -> Quote:
-    """Route `request` over `book`. `funding_inputs` (default: 1, or 2 when selling a token)
-    sizes the standard-size cap and the miner fee estimate; `max_pools` overrides the cap."""
-    sell, buy, amount, exact_in = request.sell, request.buy, request.amount, request.exact_in
-    fee_per_byte = request.fee_per_byte or config.fee_per_byte
-    if funding_inputs is None:
-        funding_inputs = 1 if sell == BCH else 2
-    cap = max_pools if max_pools is not None else max_pools_for(funding_inputs)
-    bps = config.effective_fee_bps
-    for asset in (sell, buy):
-        if asset != BCH:
-            _require_pools(book, asset)
-
-    def hop(token: str, direction: Direction, n: int, exact: bool, limit: int) -> Hop:
-        return solve_hop(
-            book,
-            token,
-            direction,
-            n,
-            exact_in=exact,
-            fee_per_byte=fee_per_byte,
-            max_pools=limit,
-        )
-
-    sat_fee_min = dust_threshold(_fee_output(config, None, 0))
-    fee_asset = BCH
-    fee_tokens_category: bytes | None = None
-    hops: tuple[Hop, ...]
-    if sell == BCH:
-        if exact_in:
-            fee = fee_on(amount, bps, sat_fee_min)
-            if amount - fee < 1:
-                raise route_failed("the amount does not cover the router fee")
-            hops = (hop(buy, Direction.BUY, amount - fee, True, cap),)
-            gross, out = amount, hops[0].amount_out
-        else:
-            hops = (hop(buy, Direction.BUY, amount, False, cap),)
-            gross = gross_for_net(hops[0].amount_in, bps, sat_fee_min)
-            fee, out = gross - hops[0].amount_in, amount
-    elif buy == BCH:
-        if exact_in:
-            hops = (hop(sell, Direction.SELL, amount, True, cap),)
-            proceeds = hops[0].amount_out
-            fee = fee_on(proceeds, bps, sat_fee_min)
-            gross, out = amount, proceeds - fee
-        else:
-            proceeds = gross_for_net(amount, bps, sat_fee_min)
-            hops = (hop(sell, Direction.SELL, proceeds, False, cap),)
-            fee = proceeds - amount
-            gross, out = hops[0].amount_in, amount
-    else:
-        fee_asset = sell
-        fee_tokens_category = bytes.fromhex(sell)[::-1]
-        if exact_in:
-            fee = fee_on(amount, bps, 1)
-            if amount - fee < 1:
-                raise route_failed("the amount does not cover the router fee")
-            first = hop(sell, Direction.SELL, amount - fee, True, cap - 1)
-            if first.amount_out < 1:
-                raise route_failed("the tokens sold fetch no sats to buy with")
-            second = hop(buy, Direction.BUY, first.amount_out, True, cap - len(first.legs))
-            hops = (first, second)
-            gross, out = amount, second.amount_out
-        else:
-            second = hop(buy, Direction.BUY, amount, False, cap - 1)
-            first = hop(sell, Direction.SELL, second.amount_in, False, cap - len(second.legs))
-            hops = (first, second)
-            gross = gross_for_net(first.amount_in, bps, 1)
-            fee, out = gross - first.amount_in, amount
-    if fee and fee_tokens_category is not None:
-        token = TokenData(fee_tokens_category, fee)
-        fee_sats = dust_threshold(_fee_output(config, token, 0))
-    else:
-        fee_sats = fee
-    router_fee = RouterFee(fee_asset, fee, fee_sats, bps)
-    # Sized as a wallet typically asks: token-aware P2PKH receive, P2PKH BCH change.
-    user = p2pkh_locking(bytes(20))
-    bought = None if buy == BCH else TokenData(bytes.fromhex(buy)[::-1], max(1, out))
-    outputs = [TxOutput(out, user, bought), TxOutput(0, user)]
-    if router_fee.amount:
-        fee_token = None
-        if fee_tokens_category is not None:
-            fee_token = TokenData(fee_tokens_category, router_fee.amount)
-        outputs.append(_fee_output(config, fee_token, router_fee.sats))
-    size = estimate_size(hops, funding_inputs, outputs)
-    kb = fee_rate_per_kb(fee_per_byte)
-    return Quote(
-        request,
-        hops,
-        gross,
-        out,
-        router_fee,
-        fee_per_byte,
-        size,
-        miner_fee(size, kb),
-        book.version,
-        book.height,
-    )
-
-
-def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[TxOutput]) -> int:
-    """Worst-case signed size of the trade: its pools, `funding_inputs` P2PKH inputs (largest
-    signature) and the user-side `outputs`."""
-    legs = [leg for hop in hops for leg in hop.legs]
-    return (
-        8
-        + compact_size_len(len(legs) + funding_inputs)
-        + compact_size_len(len(legs) + len(outputs))
-        + sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in legs)
-        + funding_inputs * FUNDING_INPUT_WORST
-        + sum(o.size() for o in outputs)
     )

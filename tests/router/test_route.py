@@ -24,7 +24,8 @@ from protocols.cauldron.formulas import (
 from router.errors import ErrorCode, RouterError
 from router.params import QuoteRequest, RouterConfig, Side
 from router.pools import BCH, Pool, PoolBook
-from router.route import Direction, Hop, fee_on, gross_for_net, max_pools_for, quote, solve_hop
+from router.quotes import fee_on, gross_for_net, quote
+from router.route import Direction, Hop, max_pools_for, solve_hop
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,

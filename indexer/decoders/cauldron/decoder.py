@@ -107,9 +107,11 @@ async def fetch_live_pools(
         params: list[object] = []
         for op in chunk:
             params += (_rev(op.txid), op.index)
+        # A join driven by the VALUES list: one primary-key search per outpoint. (SQLite plans
+        # `(txid, vout) IN (VALUES …)` as a scan of every live pool.)
         rows = await conn.execute_fetchall(
-            f"SELECT {_POOL_COLUMNS} FROM cauldron_pools "
-            f"WHERE (txid, vout) IN (VALUES {values}) AND spent_height IS NULL",
+            f"SELECT {_POOL_COLUMNS} FROM (VALUES {values}) AS v CROSS JOIN cauldron_pools "
+            "ON txid = v.column1 AND vout = v.column2 WHERE spent_height IS NULL",
             params,
         )
         for r in rows:

@@ -1,0 +1,151 @@
+"""`ladle index`: run the indexer alone.
+
+    ladle index [--electrum URL …] [--db PATH] [--start-height H] [--insecure-tls]
+
+Syncs from the Electrum servers (failover in the order given) into the SQLite database, then
+follows new blocks and the mempool until SIGINT/SIGTERM (exit status 0). Progress goes to
+stderr: a status line on a terminal, JSON-lines logs otherwise. A bad option is one line on
+stderr and exit status 2; a failure, 1. Also runnable as `python -m indexer.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL
+from indexer.follow.logs import configure_logging, fields
+from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_indexer
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+log = logging.getLogger("indexer")
+
+
+def add_index_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--electrum",
+        action="extend",
+        nargs="+",
+        metavar="URL",
+        help="Electrum server(s): tcp://, ssl:// or tls://, ws://, wss://host:port; several "
+        "for failover, preferred first (default: the devnet, "
+        f"{' '.join(DEFAULT_ELECTRUM)})",
+    )
+    parser.add_argument(
+        "--db", default=DEFAULT_DB, metavar="PATH", help=f"SQLite database (default {DEFAULT_DB})"
+    )
+    parser.add_argument(
+        "--start-height",
+        type=int,
+        metavar="H",
+        help="first block of a fresh index (default: 792772, CashTokens activation, on "
+        "mainnet; 0 on other chains). An index with blocks continues from its tip.",
+    )
+    parser.add_argument(
+        "--insecure-tls",
+        action="store_true",
+        help="accept any TLS certificate (self-signed servers; data is still verified)",
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help=f"blocks fetched ahead while one is applied (default {DEFAULT_WINDOW})",
+    )
+    parser.add_argument("--no-mempool", action="store_true", help="index confirmed blocks only")
+    parser.add_argument(
+        "--mempool-interval",
+        type=float,
+        default=DEFAULT_MEMPOOL_INTERVAL,
+        metavar="SEC",
+        help=f"seconds between mempool polls (default {DEFAULT_MEMPOOL_INTERVAL:g})",
+    )
+    parser.add_argument(
+        "--exit-at-tip", action="store_true", help="exit once synced instead of following"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no sync progress reports")
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        default="auto",
+        help="log lines on stderr: auto = text on a terminal, JSON lines otherwise",
+    )
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register `ladle index` on the `ladle` command's subparsers."""
+    parser = subparsers.add_parser(
+        "index",
+        help="run the indexer: Electrum servers → SQLite index",
+        description="Sync the Cauldron index from Electrum servers into SQLite, then follow "
+        "new blocks and the mempool until SIGINT/SIGTERM.",
+    )
+    add_index_arguments(parser)
+    parser.set_defaults(func=cmd_index)
+
+
+def config_from_args(args: argparse.Namespace) -> IndexerConfig:
+    """The configuration the options describe; ValueError naming a bad one."""
+    return IndexerConfig(
+        electrum=tuple(args.electrum) if args.electrum else DEFAULT_ELECTRUM,
+        db=args.db,
+        start_height=args.start_height,
+        insecure_tls=args.insecure_tls,
+        window=args.window,
+        mempool=not args.no_mempool,
+        mempool_interval=args.mempool_interval,
+        exit_at_tip=args.exit_at_tip,
+        progress=not args.no_progress,
+    )
+
+
+async def _serve(config: IndexerConfig) -> int:
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(run_indexer(config))
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopped by a signal", extra=fields(event="stopped"))
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(args.log_format, args.log_level.upper())
+    try:
+        return asyncio.run(_serve(config))
+    except Exception:
+        log.exception("the indexer failed", extra=fields(event="failed"))
+        return EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ladle index", description=__doc__.splitlines()[0])
+    add_index_arguments(parser)
+    return cmd_index(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""The chain side of the follower: walk the server's chain from the stored tip, detect reorgs,
+roll back, and apply blocks.
+
+Headers are linked by hash: every header fetched must name the previous one (or the stored tip)
+as its parent, and meet the proof of work its `bits` claim. The first header that does not
+connect to the stored tip means the server's chain is not ours above some height — a reorg, or
+a server on another branch — and the fork point is found by comparing stored hashes with the
+server's headers (exponential probing, then bisection: hashes commit to all their ancestors, so
+"same block at height h" holds for every h up to the fork and for none above). `Store.undo_to`
+removes everything above it in one transaction; the blocks of the server's chain are then
+applied, each in one transaction with the tip. A crash at any moment leaves the index at some
+whole block of some chain, and the next run continues from there the same way.
+
+The server's chain is authoritative (the pool talks to one server at a time): when it is behind
+us on our own chain we wait; when it is on another branch we follow it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bch.block import BlockHeader
+from bch.hashes import hash256
+from indexer.electrum import BlockChanged, ElectrumClient, ElectrumError, ElectrumProtocolError
+from indexer.electrum.results import headers_from_result
+from indexer.follow.fetch import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_WINDOW,
+    BlockPipeline,
+    Fetch,
+    FetchedBlock,
+    fetch_block,
+)
+from indexer.follow.logs import fields
+from indexer.follow.progress import Progress
+from indexer.store import AppliedBlock, ChainTip, Store
+
+log = logging.getLogger("indexer.follow")
+
+MAINNET_GENESIS = "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"
+CASHTOKENS_HEIGHT = 792_772  # mainnet activation (May 2023): nothing Cauldron exists before it
+HEADERS_PER_CALL = 2016  # one call per walk step; servers may answer fewer (their maximum)
+MAX_RESTARTS = 8  # walks in a row that change nothing before the round gives up
+
+BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
+
+
+def default_start_height(genesis_hash: str | None) -> int:
+    """Where a fresh index starts: CashTokens activation on mainnet, else the genesis (the
+    devnet, test networks)."""
+    return CASHTOKENS_HEIGHT if genesis_hash == MAINNET_GENESIS else 0
+
+
+def link_headers(
+    prev_hash: bytes | None, first_height: int, headers: Sequence[bytes]
+) -> list[tuple[int, bytes]] | None:
+    """(height, header) pairs for the longest prefix of `headers` (fetched from `first_height`)
+    that forms one chain on top of `prev_hash` (wire order; None: a fresh index, no parent to
+    check). A break after the first header (the server switched chains between two calls) ends
+    the prefix there: the next walk finds the fork.
+
+    None when the first header does not connect (the server's chain forks below it).
+    ElectrumProtocolError when a header fails its proof of work: a server that sends one is
+    not following any chain.
+    """
+    linked: list[tuple[int, bytes]] = []
+    expected = prev_hash
+    for i, raw in enumerate(headers):
+        header = BlockHeader.from_bytes(raw)
+        if expected is not None and header.prev_hash != expected:
+            return linked if i else None
+        if not header.check_proof_of_work():
+            raise ElectrumProtocolError(
+                f"header {header.hash_hex} at height {first_height + i} fails its proof of work"
+            )
+        linked.append((first_height + i, raw))
+        expected = hash256(raw)
+    return linked
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """What one catch-up did."""
+
+    applied: int  # blocks applied
+    undone: int  # blocks rolled back (reorgs)
+    height: int | None  # the stored tip afterwards
+
+
+class ChainFollower:
+    def __init__(
+        self,
+        client: ElectrumClient,
+        store: Store,
+        *,
+        start_height: int = 0,
+        window: int = DEFAULT_WINDOW,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        progress: Progress | None = None,
+        on_block: BlockCallback | None = None,
+        fetch: Fetch | None = None,
+    ) -> None:
+        if start_height < 0:
+            raise ValueError("the start height cannot be negative")
+        self.client = client
+        self.store = store
+        self.start_height = start_height
+        self.window = window
+        self.max_bytes = max_bytes
+        self.progress = progress
+        self.on_block = on_block
+        self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
+        self.server_height = -1  # best server tip height seen (notifications, header walks)
+        self.following = False  # past the initial sync: log every block
+        self.blocks_applied = 0  # since this follower was created
+        self._size_estimate = 1024.0 * 1024.0
+
+    # --- the walk -------------------------------------------------------------------------------
+
+    async def catch_up(self) -> CatchUp:
+        """Apply the server's chain up to its tip (rolling back first where it differs)."""
+        first = self.blocks_applied
+        undone = 0
+        stalls = 0  # walks in a row that changed nothing
+        try:
+            while True:
+                if stalls > MAX_RESTARTS:
+                    raise ElectrumProtocolError(
+                        "the server's chain keeps changing under the walk; giving up this round"
+                    )
+                tip = await self.store.tip()
+                start = self.start_height if tip is None else tip.height + 1
+                before = self.blocks_applied
+                try:
+                    headers = headers_from_result(
+                        await self.client.request(
+                            "blockchain.block.headers", start, HEADERS_PER_CALL
+                        )
+                    )
+                    if not headers:
+                        if tip is None:
+                            return CatchUp(self.blocks_applied - first, undone, None)
+                        done, removed = await self._at_server_tip(tip)
+                        if done:
+                            return CatchUp(self.blocks_applied - first, undone, tip.height)
+                        undone += removed
+                        stalls = 0 if removed else stalls + 1
+                        continue
+                    self.server_height = max(self.server_height, start + len(headers) - 1)
+                    linked = link_headers(None if tip is None else tip.hash, start, headers)
+                    if linked is None:
+                        assert tip is not None  # a fresh index links anything
+                        undone += await self._roll_back(tip.height, tip.height)
+                        stalls = 0
+                        continue
+                    await self._apply(linked, tip)
+                except (BlockChanged, ElectrumError) as exc:
+                    # The chain moved under us (or a height vanished): walk again from the tip.
+                    stalls = 0 if self.blocks_applied != before else stalls + 1
+                    log.info(
+                        "chain changed during catch-up; walking again",
+                        extra=fields(event="restart", reason=str(exc)),
+                    )
+                    continue
+                stalls = 0
+        finally:
+            if self.progress is not None:
+                self.progress.end()
+
+    async def _at_server_tip(self, tip: ChainTip) -> tuple[bool, int]:
+        """Nothing above our tip: (True, 0) if we are at the server's tip (or ahead of a server
+        that lags on our chain); (False, blocks undone) to walk again — new blocks arrived, or
+        the server is on another branch and we rolled back to the fork."""
+        height, header = await self.client.get_tip()
+        self.server_height = max(self.server_height, height)
+        if height > tip.height:
+            return False, 0  # blocks arrived since the headers call
+        stored = await self.store.block_hash(height)
+        if stored is None or stored == hash256(header):
+            return True, 0  # (None: the server lags below our first block; nothing to compare)
+        return False, await self._roll_back(tip.height, height)
+
+    async def _roll_back(self, tip_height: int, mismatch: int) -> int:
+        """Undo down to the fork point with the server's chain; `mismatch` is a height known
+        to differ (or absent on the server). Returns the number of blocks undone."""
+        fork = await self.find_fork(mismatch)
+        removed = await self.store.undo_to(fork)
+        log.warning(
+            "reorg: rolled back to the fork point",
+            extra=fields(event="reorg", fork=fork, depth=tip_height - fork, undone=removed),
+        )
+        return removed
+
+    async def find_fork(self, mismatch: int) -> int:
+        """The highest height at which the stored block is the server's (−1: none is). Heights
+        below the first stored block count as shared (nothing there to undo)."""
+        server_tip, _ = await self.client.get_tip()
+        self.server_height = max(self.server_height, server_tip)
+
+        async def same(height: int) -> bool:
+            if height < 0:
+                return True
+            stored = await self.store.block_hash(height)
+            if stored is None:
+                return True
+            if height > server_tip:
+                return False
+            return hash256(await self.client.get_header(height)) == stored
+
+        high = mismatch  # known to differ
+        low = -1  # known (or defined) to be shared
+        step = 1
+        while high - step > low:
+            probe = high - step
+            if await same(probe):
+                low = probe
+                break
+            high = probe
+            step *= 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            if await same(middle):
+                low = middle
+            else:
+                high = middle
+        return low
+
+    # --- applying -------------------------------------------------------------------------------
+
+    async def _apply(self, linked: list[tuple[int, bytes]], tip: ChainTip | None) -> None:
+        progress = self.progress
+        if progress is not None:
+            progress.begin(
+                -1 if tip is None else tip.height, max(self.server_height, linked[-1][0])
+            )
+        pipe = BlockPipeline(
+            self.fetch,
+            linked,
+            window=self.window,
+            max_bytes=self.max_bytes,
+            size_estimate=self._size_estimate,
+        )
+        try:
+            async with pipe:
+                async for fetched in pipe:
+                    self._applied(await fetched.apply(self.store), fetched)
+        finally:
+            self._size_estimate = pipe.size_estimate
+
+    def _applied(self, result: AppliedBlock, fetched: FetchedBlock) -> None:
+        self.blocks_applied += 1
+        if self.progress is not None:
+            self.progress.retarget(self.server_height)
+            self.progress.block(result.height, fetched.tx_count)
+        if self.following and not (self.progress is not None and self.progress.active):
+            log.info(
+                "block applied",
+                extra=fields(
+                    event="block",
+                    height=result.height,
+                    hash=result.hash[::-1].hex(),
+                    txs=fetched.tx_count,
+                    rows=sum(result.rows.values()),
+                ),
+            )
+        if self.on_block is not None:
+            self.on_block(result, fetched)

@@ -1,0 +1,130 @@
+"""The state one API process shares between requests, and `answer`: the path every data
+endpoint takes (synced check, ETag/304, per-version cache, one snapshot per computation)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from rest.cache import Entry, RawJson, ResponseCache
+from rest.candles import CandleStore
+from rest.config import RestConfig
+from rest.db import IndexVersion, IndexWatcher, ReaderPool, Snapshot
+from rest.errors import database_unavailable, not_synced
+from rest.metrics import Metrics
+from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
+from rest.ratelimit import RateLimiter
+from rest.tokenlist import TokenTable
+
+Compute = Callable[[Snapshot], Awaitable[Any]]
+LARGE_BODY = 64 * 1024  # compressed off the event loop
+
+
+@dataclass
+class ApiContext:
+    config: RestConfig
+    pool: ReaderPool
+    watcher: IndexWatcher
+    cache: ResponseCache
+    candles: CandleStore
+    tokens: TokenTable
+    metrics: Metrics
+    limiter: RateLimiter | None
+    chain_height: int | None = None  # last answer of config.chain_tip
+    warmed_height: int | None = None  # the last index height the background warmer finished
+    started: float = field(default_factory=time.time)
+
+    @classmethod
+    def create(cls, config: RestConfig) -> ApiContext:
+        pool = ReaderPool(config.db_path, config.readers)
+        return cls(
+            config=config,
+            pool=pool,
+            watcher=IndexWatcher(pool, config.poll_interval),
+            cache=ResponseCache(config.cache_entries, config.cache_bytes),
+            candles=CandleStore(config.series_tokens),
+            tokens=TokenTable(),
+            metrics=Metrics(),
+            limiter=RateLimiter(config.rate_limit) if config.rate_limit else None,
+        )
+
+    def now(self) -> int:
+        return int(self.config.clock())
+
+    async def refresh_chain_height(self) -> int | None:
+        if self.config.chain_tip is not None:
+            try:
+                self.chain_height = await self.config.chain_tip()
+            except Exception:
+                self.chain_height = None
+        return self.chain_height
+
+    def synced_until(self, tip: IndexVersion, now: int) -> int:
+        """Up to which time the index is complete: "now" while it is at the chain tip (or, with
+        no chain tip source, while its tip is recent), else its tip's time."""
+        if self.config.chain_tip is not None and self.chain_height is not None:
+            return now if tip.height >= self.chain_height else tip.max_time
+        if self.config.stale_after == 0 or now - tip.max_time <= self.config.stale_after:
+            return max(now, tip.max_time)
+        return tip.max_time
+
+    def check_synced(self, tip: IndexVersion, requested: int | None) -> None:
+        if requested is None:
+            return
+        now = self.now()
+        until = self.synced_until(tip, now)
+        if min(requested, now) > until:
+            raise not_synced(
+                f"the index reaches {until} (height {tip.height}); {requested} asked for: "
+                "retry once the indexer has caught up"
+            )
+
+    async def version(self) -> IndexVersion:
+        tip = await self.watcher.current()
+        if tip is None and self.watcher.running:
+            tip = await self.watcher.refresh()  # the poller saw nothing yet: look now
+        if tip is None:
+            if self.watcher.error is not None:
+                raise database_unavailable(self.watcher.error)
+            raise not_synced("the index is empty: the indexer has not stored a block yet")
+        return tip
+
+    async def answer(
+        self,
+        request: Request,
+        key: Hashable,
+        compute: Compute,
+        *,
+        requested_time: int | None = None,
+    ) -> Response:
+        """Serve `key` at the current index version: 304 if the client has it, the cached
+        answer if there is one, else `compute(snapshot)` serialised and cached."""
+        cfg = self.config
+        tip = await self.version()
+        self.check_synced(tip, requested_time)
+        etag = make_etag(tip, key)
+        unchanged = not_modified(request, tip, etag, cfg.max_age)
+        if unchanged is not None:
+            return unchanged
+        entry = self.cache.get(key, tip)
+        if entry is None:
+
+            async def make() -> Entry:
+                async with self.pool.snapshot() as snap:
+                    if snap.tip != tip:
+                        self.check_synced(snap.tip, requested_time)
+                    result = await compute(snap)
+                    body = result.data if isinstance(result, RawJson) else orjson.dumps(result)
+                    return Entry(snap.tip, body, make_etag(snap.tip, key))
+
+            entry = await self.cache.compute(key, tip, make)
+        large = len(entry.body) >= max(LARGE_BODY, cfg.gzip_min_size)
+        if large and accepts_gzip(request.headers.get("accept-encoding")):
+            await entry.gzip_off_loop()
+        return json_answer(request, entry, cfg.max_age, cfg.gzip_min_size)

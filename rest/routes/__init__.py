@@ -1,0 +1,1 @@
+"""The endpoints, one module per area; each exposes `ROUTES`."""

@@ -1,0 +1,104 @@
+"""Activity: `/dex/tx/latest`, `/dex/user/unique_addresses`, `/dex/valuelocked[/<token>]`,
+`/dex/volume[/<token>]`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from indexer.store import queries as q
+from rest import shapes
+from rest.db import Snapshot
+from rest.params import DEFAULT_VOLUME_SPAN, TX_LATEST_LIMIT, Query
+from rest.routes.common import context, require_token, token_id
+
+
+async def tx_latest(request: Request) -> Response:
+    ctx = context(request)
+    query = Query(request.query_params, ("limit", "offset", "token"))
+    limit, offset = query.limit(TX_LATEST_LIMIT), query.offset()
+    text = query.get("token")
+    token = None if text is None else await token_id(ctx, text)
+
+    async def compute(snap: Snapshot) -> Any:
+        if token is not None:
+            await require_token(ctx, snap, token)
+        rows = await q.latest_trades(snap.conn, limit, offset, token)
+        return [shapes.trade(t) for t in rows]
+
+    return await ctx.answer(request, ("tx_latest", limit, offset, token), compute)
+
+
+async def unique_addresses(request: Request) -> Response:
+    ctx = context(request)
+    Query(request.query_params, ())
+
+    async def compute(snap: Snapshot) -> Any:
+        return [[month, n] for month, n in await q.unique_addresses(snap.conn)]
+
+    return await ctx.answer(request, ("unique_addresses",), compute)
+
+
+async def valuelocked(request: Request) -> Response:
+    ctx = context(request)
+    query = Query(request.query_params, ("time",))
+    when = query.integer("time")
+    text = request.path_params.get("token")
+    token = None if text is None else await token_id(ctx, text)
+
+    async def compute(snap: Snapshot) -> Any:
+        if token is not None:
+            await require_token(ctx, snap, token)
+        height = None if when is None else await q.height_at(snap.conn, when)
+        if when is not None and height is None:
+            locked = {}  # before the first block
+        else:
+            locked = await q.value_locked(snap.conn, token=token, height=height)
+        if token is None:
+            return {"satoshis": sum(v.sats for v in locked.values())}
+        v = locked.get(token)
+        return {
+            "satoshis": v.sats if v is not None else 0,
+            "token_amount": v.tokens if v is not None else 0,
+            "token_id": token,
+        }
+
+    return await ctx.answer(request, ("valuelocked", token, when), compute, requested_time=when)
+
+
+async def volume(request: Request) -> Response:
+    ctx = context(request)
+    query = Query(request.query_params, ("start", "end"))
+    start, end = query.window(ctx.now(), DEFAULT_VOLUME_SPAN)
+    text = request.path_params.get("token")
+    token = None if text is None else await token_id(ctx, text)
+
+    async def compute(snap: Snapshot) -> Any:
+        if token is None:
+            sats, _, _ = await q.volume(snap.conn, start, end)
+            return {"total_volume_sats": sats, "period_start": start, "period_end": end}
+        await require_token(ctx, snap, token)
+        sats, tokens, _ = await q.volume(snap.conn, start, end, token)
+        return {
+            "volume_sats": sats,
+            "volume_tokens": tokens,
+            "token_id": token,
+            "period_start": start,
+            "period_end": end,
+        }
+
+    key = ("volume", token, start, end)
+    return await ctx.answer(request, key, compute, requested_time=end)
+
+
+ROUTES = [
+    Route("/dex/tx/latest", tx_latest),
+    Route("/dex/user/unique_addresses", unique_addresses),
+    Route("/dex/valuelocked", valuelocked),
+    Route("/dex/valuelocked/{token}", valuelocked),
+    Route("/dex/volume", volume),
+    Route("/dex/volume/{token}", volume),
+]

@@ -1,0 +1,89 @@
+"""The live `PoolBook`: the indexer's `PoolSnapshot` seen as the router's immutable book.
+
+The snapshot changes in place; a route must see one consistent state, so the daemon routes on a
+`PoolBook` rebuilt once per snapshot version, lazily, on the first request after a change. Only
+the tokens a change touched are converted again and re-modelled (their route models are built
+at once, "prewarmed", so the first order after a change does not pay for them); every other
+token keeps its `Pool` objects and its models from the previous book.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
+from router.pools import Pool, PoolBook
+from router.route import inherit_models, prewarm
+
+
+def to_pool(live: LivePool) -> Pool:
+    """The router's view of a live pool (the router needs neither lineage nor height)."""
+    return Pool(live.txid, live.vout, live.owner_pkh, live.token_id, live.sats, live.tokens)
+
+
+class LiveBook:
+    """`current()` is the `PoolBook` of the snapshot's current version (cached per version).
+
+    Subscribes to the snapshot's synchronous change feed only to note which tokens changed;
+    all work happens in `current()`. Call `close()` to detach from the snapshot.
+    """
+
+    def __init__(self, snapshot: PoolSnapshot) -> None:
+        self._snapshot = snapshot
+        self._pools: dict[str, tuple[Pool, ...]] = {}
+        self._dirty: set[str] = set(snapshot.tokens())
+        self._book: PoolBook | None = None
+        self._unsubscribe: Callable[[], None] = snapshot.subscribe(self._on_change)
+
+    @property
+    def snapshot(self) -> PoolSnapshot:
+        return self._snapshot
+
+    def _on_change(self, change: SnapshotChange) -> None:
+        self._dirty.add(change.token)
+
+    def current(self) -> PoolBook:
+        book = self._book
+        snap = self._snapshot
+        if book is not None and book.version == snap.version and book.height == snap.height:
+            return book
+        return self._rebuild()
+
+    def _rebuild(self) -> PoolBook:
+        snap = self._snapshot
+        dirty, self._dirty = self._dirty, set()
+        for token in dirty:
+            self._convert(token, snap.pools(token))
+        old = self._book
+        book = PoolBook(
+            (p for group in self._pools.values() for p in group),
+            version=snap.version,
+            height=snap.height,
+        )
+        if old is not None:
+            inherit_models(book, old, (t for t in self._pools if t not in dirty))
+        for token in dirty:
+            if token in self._pools:
+                prewarm(book, token)
+        self._book = book
+        return book
+
+    def _convert(self, token: str, live: Iterable[LivePool]) -> None:
+        previous = {p.key: p for p in self._pools.get(token, ())}
+        group: list[Pool] = []
+        for lp in live:
+            old = previous.get((lp.txid, lp.vout))
+            same = (
+                old is not None
+                and old.sats == lp.sats
+                and old.tokens == lp.tokens
+                and old.owner_pkh == lp.owner_pkh
+            )
+            group.append(old if same and old is not None else to_pool(lp))
+        if group:
+            self._pools[token] = tuple(group)
+        else:
+            self._pools.pop(token, None)
+
+    def close(self) -> None:
+        self._unsubscribe()

@@ -1,0 +1,358 @@
+"""The router's WebSocket JSON-RPC daemon: one JSON message per frame, over the live book.
+
+    request  {"id", "method", "params": {…}}
+    reply    {"id", "result"}  |  {"id", "error": {"code", "message", "data"?}}
+    push     {"method": "tx.update" | "route.update",
+              "params": {"subscription", "result" | "error"}}
+
+Methods: `quote` (also `route.quote`), `tx.build`, `tx.subscribe` / `tx.unsubscribe`,
+`route.subscribe` / `route.unsubscribe`, and `ping` (a no-op round trip, for health checks).
+Limits, each answered in a way a client can act on: a frame over 1 MiB closes the connection
+with 1009 (message too big); past `max_connections` the handshake gets HTTP 503; past the
+per-connection request rate (a token bucket) a request gets `rate_limited`; unanswered pings
+close the connection. Pushes never queue: each subscription has one slot holding its latest
+push, so a slow reader skips the intermediate states (see `Outbox`).
+
+Routing and building are synchronous and take milliseconds, so they run on the event loop:
+no thread hand-off, and every request sees one consistent book.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import orjson
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from router.book import LiveBook
+from router.build import build
+from router.errors import ErrorCode, RouterError, bad_request, build_failed
+from router.params import RouterConfig, parse_build_params, parse_quote_params
+from router.quotes import quote
+from router.subscriptions import Kind, Subscriptions, canonical_params
+
+log = logging.getLogger("router.daemon")
+
+MAX_MESSAGE = 1 << 20  # 1 MiB: a 500-input tx.build request is about 110 kB
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Connection-level limits (routing settings are `RouterConfig`)."""
+
+    max_connections: int = 1000
+    rate: float = 50.0  # requests per second per connection (token bucket refill)
+    burst: int = 100  # bucket size: requests a connection may send at once
+    max_subscriptions: int = 100  # per connection
+    max_message: int = MAX_MESSAGE
+    ping_interval: float | None = 20.0  # seconds; None disables keep-alive pings
+    ping_timeout: float | None = 20.0
+    close_timeout: float = 10.0  # how long a closing handshake may take before we drop it
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        if not self.rate > 0:
+            raise ValueError("the request rate must be positive")
+        if self.burst < 1:
+            raise ValueError("the burst must be at least 1")
+
+
+class TokenBucket:
+    """`rate` tokens per second up to `burst`; each request takes one."""
+
+    __slots__ = ("_clock", "_last", "_level", "burst", "rate")
+
+    def __init__(
+        self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._level = float(burst)
+        self._last = clock()
+
+    def take(self) -> float:
+        """0 if a request may go now, else the seconds until one may."""
+        now = self._clock()
+        self._level = min(self.burst, self._level + (now - self._last) * self.rate)
+        self._last = now
+        if self._level >= 1.0:
+            self._level -= 1.0
+            return 0.0
+        return (1.0 - self._level) / self.rate
+
+
+class Outbox:
+    """A connection's pending pushes: one slot per subscription holding only its latest push.
+    A writer task drains the slots; a push arriving while the client is slow replaces the
+    unsent one, so memory stays bounded by the number of subscriptions. A new subscription is
+    held until its `{"subscription": id}` reply is sent, so the first push never precedes it."""
+
+    def __init__(self, ws: ServerConnection) -> None:
+        self._ws = ws
+        self._slots: dict[str, bytes] = {}
+        self._held: set[str] = set()
+        self._ready = asyncio.Event()
+        self.replaced = 0  # pushes dropped for a newer one (visible to tests and logs)
+
+    def put(self, sub_id: str, message: bytes) -> None:
+        if sub_id in self._slots:
+            self.replaced += 1
+        self._slots[sub_id] = message
+        if sub_id not in self._held:
+            self._ready.set()
+
+    def hold(self, sub_id: str) -> None:
+        self._held.add(sub_id)
+
+    def release(self) -> None:
+        if self._held:
+            self._held.clear()
+            self._ready.set()
+
+    def drop(self, sub_id: str) -> None:
+        self._slots.pop(sub_id, None)
+        self._held.discard(sub_id)
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            while True:
+                sub_id = next((s for s in self._slots if s not in self._held), None)
+                if sub_id is None:
+                    break
+                message = self._slots.pop(sub_id)
+                await self._ws.send(message.decode())
+
+
+def _reply(req_id: Any, result: Any) -> bytes:
+    return orjson.dumps({"id": req_id, "result": result})
+
+
+def _error(req_id: Any, err: RouterError) -> bytes:
+    return orjson.dumps({"id": req_id, "error": err.to_json()})
+
+
+def not_found(message: str, **data: Any) -> RouterError:
+    return RouterError(ErrorCode.NOT_FOUND, message, data or None)
+
+
+class RouterDaemon:
+    """The protocol over a `LiveBook`; `serve()` binds it to a socket."""
+
+    def __init__(
+        self,
+        live: LiveBook,
+        config: RouterConfig,
+        limits: DaemonConfig | None = None,
+    ) -> None:
+        self.live = live
+        self.config = config
+        self.limits = limits or DaemonConfig()
+        self.subscriptions = Subscriptions(live, config)
+        self.sessions: dict[ServerConnection, _Session] = {}
+        self._watch_task: asyncio.Task[None] | None = None
+        self._methods: dict[str, Callable[[_Session, Any], Any]] = {
+            "quote": self._quote,
+            "route.quote": self._quote,
+            "tx.build": self._build,
+            "tx.subscribe": self._tx_subscribe,
+            "tx.unsubscribe": self._tx_unsubscribe,
+            "route.subscribe": self._route_subscribe,
+            "route.unsubscribe": self._route_unsubscribe,
+            "ping": self._ping,
+        }
+
+    @property
+    def connections(self) -> list[ServerConnection]:
+        return list(self.sessions)
+
+    # --- server ---------------------------------------------------------------------------------
+
+    async def serve(self, host: str, port: int) -> Server:
+        """Listen on host:port (0: any free port) and follow the snapshot's changes."""
+        self.start_watching()
+        return await serve(
+            self.handle,
+            host,
+            port,
+            max_size=self.limits.max_message,
+            ping_interval=self.limits.ping_interval,
+            ping_timeout=self.limits.ping_timeout,
+            close_timeout=self.limits.close_timeout,
+            process_request=self._admit,
+            compression=None,
+        )
+
+    def start_watching(self) -> None:
+        if self._watch_task is None:
+            self._watch_task = asyncio.create_task(self._watch(), name="router-watch")
+
+    async def stop_watching(self) -> None:
+        task, self._watch_task = self._watch_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _watch(self) -> None:
+        """Coalesced snapshot changes → re-route the subscriptions on the changed tokens."""
+        watcher = self.live.snapshot.watch()
+        try:
+            async for changes in watcher:
+                tokens = {c.token for c in changes}
+                try:
+                    self.live.current()  # rebuild + prewarm even with no subscriber
+                    self.subscriptions.on_change(tokens)
+                except Exception:
+                    log.exception("re-routing after a snapshot change failed")
+        finally:
+            watcher.close()
+
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        if len(self.sessions) >= self.limits.max_connections:
+            response = connection.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE, "too many connections, retry later\n"
+            )
+            response.headers["Retry-After"] = "1"
+            return response
+        return None
+
+    async def handle(self, ws: ServerConnection) -> None:
+        session = _Session(self, ws)
+        self.sessions[ws] = session
+        writer = asyncio.create_task(session.outbox.run())
+        try:
+            async for message in ws:
+                out = self.dispatch(session, message)
+                await ws.send(out.decode())
+                session.outbox.release()
+        except ConnectionClosed:
+            pass
+        finally:
+            self.sessions.pop(ws, None)
+            self.subscriptions.remove_all(session.subs)
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                await writer
+
+    # --- one request ----------------------------------------------------------------------------
+
+    def dispatch(self, session: _Session, message: str | bytes) -> bytes:
+        """One frame → its reply (always one, even to garbage: a client must learn why)."""
+        try:
+            doc = orjson.loads(message)
+        except orjson.JSONDecodeError as exc:
+            return _error(None, bad_request(f"malformed JSON: {exc}"))
+        req_id = doc.get("id") if isinstance(doc, dict) else None
+        if isinstance(req_id, (dict, list)):
+            return _error(None, bad_request("id must be a string, a number or null"))
+        wait = session.bucket.take()
+        if wait:
+            return _error(
+                req_id,
+                RouterError(
+                    ErrorCode.RATE_LIMITED,
+                    f"more than {self.limits.rate:g} requests per second; retry in {wait:.3f} s",
+                    {"retry_after": round(wait, 3)},
+                ),
+            )
+        try:
+            if not isinstance(doc, dict):
+                raise bad_request("a request must be a JSON object {id, method, params}")
+            method = doc.get("method")
+            if not isinstance(method, str):
+                raise bad_request("method must be a string", field="method")
+            handler = self._methods.get(method)
+            if handler is None:
+                raise not_found(f"unknown method {method!r}", method=method)
+            unknown = sorted(set(doc) - {"id", "method", "params", "jsonrpc"})
+            if unknown:
+                raise bad_request(f"unknown request member(s): {', '.join(unknown)}")
+            params = doc.get("params", {})
+            return _reply(req_id, handler(session, params))
+        except RouterError as exc:
+            if exc.code is ErrorCode.BUILD_FAILED:
+                log.warning("build_failed: %s %s", exc.message, exc.data)
+            return _error(req_id, exc)
+        except Exception:
+            log.exception("request failed")
+            return _error(req_id, build_failed("internal error; it has been logged"))
+
+    # --- methods --------------------------------------------------------------------------------
+
+    def _ping(self, session: _Session, params: Any) -> Any:
+        return "pong"
+
+    def _quote(self, session: _Session, params: Any) -> Any:
+        request = parse_quote_params(params)
+        return quote(self.live.current(), request, self.config).to_json()
+
+    def _build(self, session: _Session, params: Any) -> Any:
+        request = parse_build_params(params, self.config)
+        return build(self.live.current(), request, self.config).to_json()
+
+    def _subscribe(self, session: _Session, kind: Kind, params: Any) -> Any:
+        if len(session.subs) >= self.limits.max_subscriptions:
+            raise bad_request(
+                f"at most {self.limits.max_subscriptions} subscriptions per connection"
+            )
+        request = (
+            parse_build_params(params, self.config)
+            if kind is Kind.TX
+            else parse_quote_params(params)
+        )
+        outbox = session.outbox
+        sub_id = self.subscriptions.add(
+            kind, request, canonical_params(params), outbox.put, before=outbox.hold
+        )
+        session.subs.add(sub_id)
+        return {"subscription": sub_id}
+
+    def _unsubscribe(self, session: _Session, kind: Kind, params: Any) -> Any:
+        sub_id = params.get("subscription") if isinstance(params, dict) else None
+        if not isinstance(sub_id, str):
+            raise bad_request("params.subscription must be a subscription id string")
+        if sub_id not in session.subs or not self.subscriptions.remove(sub_id, kind):
+            raise not_found(f"no {kind.value} subscription {sub_id!r} on this connection")
+        session.subs.discard(sub_id)
+        session.outbox.drop(sub_id)
+        return True
+
+    def _tx_subscribe(self, session: _Session, params: Any) -> Any:
+        return self._subscribe(session, Kind.TX, params)
+
+    def _route_subscribe(self, session: _Session, params: Any) -> Any:
+        return self._subscribe(session, Kind.ROUTE, params)
+
+    def _tx_unsubscribe(self, session: _Session, params: Any) -> Any:
+        return self._unsubscribe(session, Kind.TX, params)
+
+    def _route_unsubscribe(self, session: _Session, params: Any) -> Any:
+        return self._unsubscribe(session, Kind.ROUTE, params)
+
+
+class _Session:
+    """Per-connection state: the rate limiter, the subscriptions and their push slots."""
+
+    __slots__ = ("bucket", "outbox", "subs", "ws")
+
+    def __init__(self, daemon: RouterDaemon, ws: ServerConnection) -> None:
+        self.ws = ws
+        self.bucket = TokenBucket(daemon.limits.rate, daemon.limits.burst)
+        self.outbox = Outbox(ws)
+        self.subs: set[str] = set()
+
+
+StopFn = Callable[[], Awaitable[None]]

@@ -1,0 +1,79 @@
+"""Running the router daemon: `start_router` (in-process, over a shared `PoolSnapshot`) and
+`start_router_component`, its `ladle up` component (sharing the indexer's snapshot)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.server import Server
+
+from indexer.snapshot import PoolSnapshot
+from router.book import LiveBook
+from router.daemon import DaemonConfig, RouterDaemon
+from router.params import RouterConfig
+
+if TYPE_CHECKING:
+    from ladle.up import Started, UpContext
+
+log = logging.getLogger("router.service")
+
+DEFAULT_PORT = 8765
+
+
+@dataclass(slots=True)
+class RouterServer:
+    """A listening router: its URL, the daemon (for in-process tests) and how to stop it."""
+
+    daemon: RouterDaemon
+    server: Server
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}"
+
+    async def close(self) -> None:
+        await self.daemon.stop_watching()
+        self.server.close()
+        await self.server.wait_closed()
+        self.daemon.live.close()
+
+
+async def start_router(
+    snapshot: PoolSnapshot,
+    config: RouterConfig | None = None,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    limits: DaemonConfig | None = None,
+) -> RouterServer:
+    """Serve the router over `snapshot` on ws://host:port (port 0: a free one)."""
+    daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits)
+    daemon.live.current()  # build the book (and every token's models) before the first client
+    server = await daemon.serve(host, port)
+    bound = next(iter(server.sockets)).getsockname()[1]
+    log.info("router listening on ws://%s:%d", host, bound)
+    return RouterServer(daemon, server, host, int(bound))
+
+
+async def start_router_component(ctx: UpContext) -> Started | None:
+    """`ladle up`'s router: on the indexer's snapshot (`ctx.snapshot`), port `--router-port`
+    (default 0: any free port, announced in LADLE_READY as "router")."""
+    from ladle.up import Started
+
+    snapshot = getattr(ctx, "snapshot", None)
+    if not isinstance(snapshot, PoolSnapshot):
+        return None
+    args = ctx.args
+    config = RouterConfig(
+        fee_bps=getattr(args, "router_fee_bps", 10),
+        fee_address=getattr(args, "router_fee_address", None),
+    )
+    port = getattr(args, "router_port", None)
+    if port is None:
+        port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
+    running = await start_router(snapshot, config, "127.0.0.1", port)
+    lines = [f"router: {running.url} ({len(snapshot)} live pools)"]
+    return Started("router", {"router": running.url}, lines, running.close)

@@ -1,0 +1,296 @@
+"""Benchmark of the indexer's initial sync against the raw ceiling, in the same run.
+
+A devnet runs in a child process (so its server works on the other core, like a real server
+on another machine) and lays down a long scenario history: by default 90 days of the `large`
+preset with 2,000 plain payments a day, about 227,000 transactions of which about 27,500 are
+Cauldron trades. Then, over one Electrum connection and with the same prefetch window:
+
+- **fetch + parse** (the ceiling): every block from the start height to the tip fetched
+  (`blockchain.block.get`), hex-decoded and parsed as the follower does (`Block`: boundaries,
+  txids, merkle check), and every transaction decoded (`Transaction`); nothing else;
+- **fetch + scan**: the same without decoding the transactions;
+- **indexing**: a fresh follower syncs the same blocks into a fresh SQLite file (WAL), as
+  `ladle index` does (`--decoders` to choose the decoders; default: all registered).
+
+The ceilings run before and after the indexing (the machine's load drifts; the faster run is
+kept). Each row also reports the CPU of the event-loop thread and of the other threads (SQLite
+runs in aiosqlite's worker thread), which say where the time goes.
+
+    .venv/bin/python scripts/bench_indexer.py [--json out.json] [--days 90]
+        [--payments-per-day 2000] [--trades-per-day 300] [--seed 1] [--window 32]
+    .venv/bin/python scripts/bench_indexer.py --electrum tcp://host:port --start-height H
+
+With `--electrum`, no devnet is started: the given server's chain from `--start-height` is
+measured (a Rostrum server; on mainnet, mind the size of what you ask for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import platform
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from indexer.decoders import create_decoders, registered_decoders
+from indexer.electrum import ElectrumClient
+from indexer.follow import BlockPipeline, Follower, fetch_block
+from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.snapshot import PoolSnapshot
+from indexer.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    name: str
+    seconds: float
+    loop_cpu_s: float  # CPU of the event-loop thread (parsing, decoding, Python-side store)
+    other_cpu_s: float  # CPU of the other threads (SQLite, in aiosqlite's worker)
+    blocks: int
+    txs: int
+    bytes: int
+
+    @property
+    def blocks_per_s(self) -> float:
+        return self.blocks / self.seconds
+
+    @property
+    def txs_per_s(self) -> float:
+        return self.txs / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6
+
+
+class CpuClock:
+    """Wall time and CPU time (this thread; the process's other threads) since creation."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.thread = time.thread_time()
+        self.process = time.process_time()
+
+    def read(self) -> tuple[float, float, float]:
+        """(wall seconds, loop-thread CPU, other threads' CPU)"""
+        thread = time.thread_time() - self.thread
+        process = time.process_time() - self.process
+        return time.perf_counter() - self.wall, thread, max(0.0, process - thread)
+
+
+# --- the devnet (child process) -----------------------------------------------------------------
+
+
+def _serve_devnet(settings: dict[str, Any], conn: Connection) -> None:
+    asyncio.run(_devnet_main(settings, conn))
+
+
+async def _devnet_main(settings: dict[str, Any], conn: Connection) -> None:
+    from devnet.scenario import PRESETS, ScenarioGenerator
+    from devnet.service import Devnet, DevnetConfig
+
+    params = PRESETS["large"].replace(**settings)
+    began = time.perf_counter()
+    async with Devnet(DevnetConfig(tcp_base=0, ws_base=None, verify=False)) as net:
+        result = await ScenarioGenerator(net, params).run()
+        ledger = result.ledger
+        kinds: dict[str, int] = {}
+        for t in ledger.transactions:
+            kinds[t.kind] = kinds.get(t.kind, 0) + 1
+        node = net.nodes[0]
+        conn.send(
+            {
+                "port": net.servers[0].tcp_port,
+                "height": node.height,
+                "transactions": sum(len(b.txs) for b in node.chain.blocks),
+                "scenario_transactions": len(ledger.transactions),
+                "kinds": kinds,
+                "trade_entries": len(ledger.trades),
+                "pools": len(ledger.pools),
+                "generation_s": round(time.perf_counter() - began, 1),
+                "params": params.to_json(),
+            }
+        )
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # until told to stop
+
+
+# --- measurements -------------------------------------------------------------------------------
+
+
+async def ceiling(
+    client: ElectrumClient, start: int, tip: int, window: int, *, decode: bool
+) -> Run:
+    """Fetch every block and parse it as the follower does (`Block`: transaction boundaries,
+    txids, merkle check); with `decode`, also decode every transaction (`Transaction`)."""
+    headers: list[tuple[int, bytes]] = []
+    for first in range(start, tip + 1, 2016):
+        raw = await client.get_headers(first, min(2016, tip + 1 - first))
+        headers.extend((first + i, h) for i, h in enumerate(raw))
+    clock = CpuClock()
+    blocks = txs = size = 0
+    async with BlockPipeline(
+        lambda h, header: fetch_block(client, h, header), headers, window=window
+    ) as pipe:
+        async for fetched in pipe:
+            blocks += 1
+            txs += fetched.tx_count
+            size += fetched.size
+            if decode and fetched.block is not None:
+                for i in range(fetched.block.tx_count):
+                    fetched.block.transaction(i)
+    name = "fetch + parse" if decode else "fetch + scan"
+    return Run(name, *clock.read(), blocks, txs, size)
+
+
+async def indexing(
+    client: ElectrumClient, start: int, window: int, db: Path, decoders: list[str] | None
+) -> Run:
+    snapshot = PoolSnapshot()
+    store = await Store.open(
+        db, snapshot=snapshot, decoders=create_decoders(decoders, snapshot=snapshot)
+    )
+    counted = {"txs": 0, "bytes": 0}
+
+    def on_block(_: object, fetched: Any) -> None:
+        counted["txs"] += fetched.tx_count
+        counted["bytes"] += fetched.size
+
+    try:
+        follower = Follower(
+            client, store, start_height=start, window=window, mempool=False, on_block=on_block
+        )
+        clock = CpuClock()
+        result = await follower.sync()
+        run = Run("indexing", *clock.read(), result.applied, counted["txs"], counted["bytes"])
+    finally:
+        await store.close()
+    return run
+
+
+async def measure(url: str, start: int, window: int, decoders: list[str] | None) -> dict[str, Any]:
+    """Ceilings, indexing, ceilings again: each ceiling's faster run is kept (load drifts)."""
+    client = ElectrumClient([url], timeout=120.0)
+    runs: dict[str, list[Run]] = {"fetch + parse": [], "fetch + scan": []}
+    try:
+        tip, _ = await client.get_tip()
+        with tempfile.TemporaryDirectory(prefix="bench-indexer-") as tmp:
+            for decode in (True, False):
+                run = await ceiling(client, start, tip, window, decode=decode)
+                runs[run.name].append(run)
+            index = await indexing(client, start, window, Path(tmp) / "index.sqlite", decoders)
+            for decode in (True, False):
+                run = await ceiling(client, start, tip, window, decode=decode)
+                runs[run.name].append(run)
+            db_mb = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6
+    finally:
+        await client.close()
+    best = {name: max(rs, key=lambda r: r.blocks_per_s) for name, rs in runs.items()}
+    assert index.blocks == tip - start + 1
+    assert all(r.blocks == index.blocks and r.txs == index.txs for r in best.values())
+    return {
+        "ceiling": asdict(best["fetch + parse"]) | _rates(best["fetch + parse"]),
+        "scan": asdict(best["fetch + scan"]) | _rates(best["fetch + scan"]),
+        "indexing": asdict(index) | _rates(index) | {"db_mb": round(db_mb, 1)},
+        "ratio": index.blocks_per_s / best["fetch + parse"].blocks_per_s,
+        "ratio_to_scan": index.blocks_per_s / best["fetch + scan"].blocks_per_s,
+        "all_runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
+    }
+
+
+def _rates(run: Run) -> dict[str, float]:
+    return {
+        "blocks_per_s": round(run.blocks_per_s, 1),
+        "txs_per_s": round(run.txs_per_s, 1),
+        "mb_per_s": round(run.mb_per_s, 2),
+    }
+
+
+def _print(report: dict[str, Any]) -> None:
+    if "devnet" in report:
+        d = report["devnet"]
+        print(
+            f"history: {d['transactions']:,} transactions in {d['height'] + 1:,} blocks, "
+            f"{d['kinds'].get('trade', 0):,} pool trades, {d['pools']:,} pools "
+            f"(generated in {d['generation_s']} s)"
+        )
+    print(f"decoders: {', '.join(report['decoders'])}; window {report['window']}")
+    print(
+        f"{'':16} {'seconds':>8} {'blocks/s':>10} {'tx/s':>10} {'MB/s':>7} "
+        f"{'loop CPU s':>10} {'SQLite CPU s':>12}"
+    )
+    for key in ("ceiling", "scan", "indexing"):
+        r = report[key]
+        print(
+            f"{r['name']:16} {r['seconds']:8.1f} {r['blocks_per_s']:10,.1f} "
+            f"{r['txs_per_s']:10,.1f} {r['mb_per_s']:7.2f} {r['loop_cpu_s']:10.1f} "
+            f"{r['other_cpu_s']:12.1f}"
+        )
+    print(f"indexing / ceiling (fetch + parse): {report['ratio']:.2f}")
+    print(f"indexing / fetch + scan:            {report['ratio_to_scan']:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--electrum", help="measure this server instead of a devnet")
+    parser.add_argument("--start-height", type=int, default=0)
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--trades-per-day", type=int, default=300)
+    parser.add_argument("--payments-per-day", type=int, default=2000)
+    parser.add_argument(
+        "--decoders",
+        help=f"comma-separated decoders to index with (default: all registered, "
+        f"{','.join(registered_decoders())})",
+    )
+    args = parser.parse_args(argv)
+    decoders = args.decoders.split(",") if args.decoders else None
+    report: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{multiprocessing.cpu_count()} cores, CPython {platform.python_version()}",
+        "window": args.window,
+        "decoders": decoders or registered_decoders(),
+    }
+    child = None
+    parent_conn = None
+    url = args.electrum
+    try:
+        if url is None:
+            settings = {
+                "seed": args.seed,
+                "days": args.days,
+                "trades_per_day": args.trades_per_day,
+                "payments_per_day": args.payments_per_day,
+            }
+            ctx = multiprocessing.get_context("spawn")
+            parent_conn, child_conn = ctx.Pipe()
+            child = ctx.Process(target=_serve_devnet, args=(settings, child_conn), daemon=True)
+            child.start()
+            print("generating the devnet history (a few minutes)…", flush=True)
+            info = parent_conn.recv()
+            report["devnet"] = info
+            url = f"tcp://127.0.0.1:{info['port']}"
+        report.update(asyncio.run(measure(url, args.start_height, args.window, decoders)))
+    finally:
+        if parent_conn is not None:
+            parent_conn.send("stop")
+        if child is not None:
+            child.join(30)
+            if child.is_alive():
+                child.terminate()
+    _print(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,669 @@
+"""Benchmark of the REST data API on an index of more than a million trades.
+
+    .venv/bin/python scripts/bench_rest.py [--trades 1000000] [--seconds 3] [--runs 3]
+                                           [--connections 16] [--cache-dir DIR] [--json out.json]
+
+1. The index: generated directly in SQLite (cached in `--cache-dir`, by default under the
+   system temp dir, and reused while its parameters match): 180 days of blocks every 600 s,
+   12 tokens, one with 2,000 live pools, 1,000,000 trades through 1–5 pools each (exact Cauldron
+   formulas), deposits, withdrawals with re-creation, trader addresses. The rows follow
+   docs/index-schema.md (pool lineages, events with before/after states, trades, value locked
+   per block, first pools, owners, trader months), written with bulk inserts into a database
+   created by `Store.open` (the store's own migrations).
+2. Two server processes (uvicorn, one core's worth each time they are measured): `ladle rest`'s
+   app as configured in production, and the same with its answer cache disabled (every request
+   computed from SQLite; the hourly candle series and the token list, both kept per index
+   version, stay on).
+3. This process is the load: raw asyncio sockets, HTTP/1.1 keep-alive, `--connections`
+   connections each with one request in flight, `Accept-Encoding: gzip` like browsers and
+   wallets. Per endpoint: requests/s, p50 and p99 latency, bytes per answer.
+
+Ceilings, measured in the same run on the same server: `/bench/bare`, a trivial Starlette app
+(routing and Starlette's default middleware only, in front of ours), and `/bench/ceiling`, a
+trivial route inside our app (our middleware: CORS, rate limit check, metrics). Each endpoint
+runs `--runs` times, each run right after a run of `/bench/bare`; the reported run is the one
+with the median ratio (endpoint ÷ the bare ceiling just before it), which cancels most of the
+drift other jobs cause on a shared machine. The rate limit is off (one client IP would be
+throttled). Servers start only once their background warmer has prepared the token list and
+the candle series (`ladle_rest_warmed_height` in /metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import random
+import signal
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from protocols.cauldron.formulas import (  # noqa: E402
+    PoolState,
+    apply_buy_tokens_exact_out,
+    apply_sell_tokens_exact_in,
+    lp_fee,
+)
+
+GENERATOR_VERSION = 1
+DAY = 86_400
+
+
+# --- the index ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    trades: int = 1_000_000
+    days: int = 180
+    block_interval: int = 600
+    tokens: int = 12
+    big_pools: int = 2_000  # live pools of token 0
+    owners: int = 500
+    traders: int = 5_000
+    seed: int = 1
+    version: int = GENERATOR_VERSION
+
+    def tag(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(text).hexdigest()[:12]
+
+
+@dataclass
+class _Pool:
+    txid: bytes  # current UTXO, display order
+    vout: int
+    lineage: tuple[bytes, int]
+    owner: bytes
+    category: bytes
+    state: PoolState
+    height: int
+    time: int
+    position: int
+    via: str
+
+
+class IndexWriter:
+    """Builds the rows the store would write, block by block, and bulk-inserts them."""
+
+    def __init__(self, conn: sqlite3.Connection, p: IndexParams) -> None:
+        self.conn = conn
+        self.p = p
+        self.rng = random.Random(p.seed)
+        self.counter = 0
+        self.rows: dict[str, list[tuple[Any, ...]]] = {}
+        self.pools: dict[bytes, list[_Pool]] = {}  # category -> live pools
+        self.owners = [self.rng.randbytes(20) for _ in range(p.owners)]
+        self.traders = [self.rng.randbytes(20) for _ in range(p.traders)]
+        self.categories = [self.rng.randbytes(32) for _ in range(p.tokens)]
+        self.known_owners: set[bytes] = set()
+        self.months: set[tuple[str, bytes]] = set()
+        self.trades_written = 0
+
+    def _txid(self) -> bytes:
+        self.counter += 1
+        return hashlib.blake2b(self.counter.to_bytes(8, "little"), digest_size=32).digest()
+
+    def _add(self, table: str, row: tuple[Any, ...]) -> None:
+        self.rows.setdefault(table, []).append(row)
+
+    def flush(self) -> None:
+        for table, rows in self.rows.items():
+            if rows:
+                marks = ", ".join("?" * len(rows[0]))
+                self.conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        self.rows = {}
+
+    def _spend(self, pool: _Pool, txid: bytes, height: int, t: int, kind: str) -> None:
+        s = pool.state
+        self._add(
+            "cauldron_pools",
+            (
+                *(pool.txid, pool.vout, *pool.lineage, pool.owner, pool.category),
+                *(s.sats, s.tokens, pool.height, pool.time, pool.position, pool.via),
+                *(txid, height, t, kind),
+            ),
+        )
+
+    def _event(
+        self,
+        txid: bytes,
+        seq: int,
+        height: int,
+        t: int,
+        pos: int,
+        kind: str,
+        pool: _Pool,
+        inp: int | None,
+        out: int | None,
+        before: PoolState | None,
+        after: PoolState | None,
+        touched: int,
+    ) -> None:
+        d = (
+            (after.sats - before.sats, after.tokens - before.tokens)
+            if before and after
+            else (None, None)
+        )
+        fee = lp_fee(before.sats, after.sats) if before and after else None
+        self._add(
+            "cauldron_events",
+            (
+                *(txid, seq, height, t, pos, kind, *pool.lineage, pool.owner, pool.category),
+                *(inp, out),
+                *((before.sats, before.tokens) if before else (None, None)),
+                *((after.sats, after.tokens) if after else (None, None)),
+                *d,
+                *(fee, touched),
+            ),
+        )
+
+    def _owner_seen(self, pkh: bytes, height: int) -> None:
+        if pkh not in self.known_owners:
+            self.known_owners.add(pkh)
+            self._add("cauldron_owners", (pkh, height))
+
+    def create_pools(
+        self, category: bytes, n: int, height: int, t: int, pos: int
+    ) -> list[tuple[bytes, int]]:
+        """`n` pools of `category`, one SUMMON creation transaction each."""
+        made = []
+        price = self.rng.uniform(0.001, 50.0)
+        for _ in range(n):
+            txid = self._txid()
+            owner = self.rng.choice(self.owners)
+            sats = self.rng.randrange(200_000, 50_000_000)
+            tokens = max(1_000, int(sats / price))
+            pool = _Pool(
+                txid,
+                0,
+                (txid, 0),
+                owner,
+                category,
+                PoolState(sats, tokens),
+                height,
+                t,
+                pos,
+                "summon",
+            )
+            self.pools.setdefault(category, []).append(pool)
+            self._event(txid, 0, height, t, pos, "create", pool, None, 0, None, pool.state, 1)
+            self._owner_seen(owner, height)
+            made.append((txid, pos))
+            pos += 1
+        return made
+
+    def trade(self, category: bytes, height: int, t: int, pos: int) -> None:
+        txid = self._txid()
+        live = self.pools[category]
+        n = 1 if self.rng.random() < 0.7 else self.rng.randrange(2, 6)
+        chosen = self.rng.sample(range(len(live)), min(n, len(live)))
+        buy = self.rng.random() < 0.5
+        net_s = net_t = vol_s = vol_t = fees = 0
+        for i, index in enumerate(chosen):
+            pool = live[index]
+            before = pool.state
+            share = self.rng.uniform(0.0005, 0.02)
+            if buy:
+                after = apply_buy_tokens_exact_out(before, max(1, int(before.tokens * share)))
+            else:
+                after = apply_sell_tokens_exact_in(before, max(1, int(before.tokens * share)))
+            self._spend(pool, txid, height, t, "trade")
+            new = _Pool(
+                txid, i, pool.lineage, pool.owner, category, after, height, t, pos, "continuation"
+            )
+            live[index] = new
+            kind = "buy" if after.sats > before.sats else "sell"
+            self._event(txid, i, height, t, pos, kind, new, i, i, before, after, len(chosen))
+            ds, dt = after.sats - before.sats, after.tokens - before.tokens
+            net_s, net_t = net_s + ds, net_t + dt
+            vol_s, vol_t = vol_s + abs(ds), vol_t + abs(dt)
+            fees += lp_fee(before.sats, after.sats)
+        direction = "buy" if net_s > 0 or (net_s == 0 and net_t < 0) else "sell"
+        k = len(chosen)
+        self._add(
+            "cauldron_trades",
+            (txid, category, height, t, pos, direction, net_s, net_t, vol_s, vol_t, fees, k, k),
+        )
+        self.trades_written += 1
+        trader = self.rng.choice(self.traders)
+        month = time.strftime("%Y-%m", time.gmtime(t))
+        if (month, trader) not in self.months:
+            self.months.add((month, trader))
+            self._add("cauldron_trader_months", (month, trader, height))
+
+    def deposit(self, category: bytes, height: int, t: int, pos: int) -> None:
+        txid = self._txid()
+        live = self.pools[category]
+        index = self.rng.randrange(len(live))
+        pool = live[index]
+        before = pool.state
+        after = PoolState(before.sats + before.sats // 10, before.tokens + before.tokens // 10)
+        self._spend(pool, txid, height, t, "trade")
+        new = _Pool(
+            txid, 0, pool.lineage, pool.owner, category, after, height, t, pos, "continuation"
+        )
+        live[index] = new
+        self._event(txid, 0, height, t, pos, "deposit", new, 0, 0, before, after, 1)
+
+    def withdraw_and_recreate(self, category: bytes, height: int, t: int, pos: int) -> None:
+        """The owner withdraws and re-creates a smaller pool (a new lineage): count unchanged."""
+        txid = self._txid()
+        live = self.pools[category]
+        index = self.rng.randrange(len(live))
+        pool = live[index]
+        self._spend(pool, txid, height, t, "withdraw")
+        self._event(txid, 0, height, t, pos, "withdraw", pool, 0, None, pool.state, None, 2)
+        state = PoolState(max(10_000, pool.state.sats // 2), max(10, pool.state.tokens // 2))
+        new = _Pool(
+            txid, 1, (txid, 1), pool.owner, category, state, height, t, pos, "withdraw_recreate"
+        )
+        live[index] = new
+        self._event(txid, 1, height, t, pos, "create", new, None, 1, None, state, 2)
+
+    def build(self) -> None:
+        p, rng = self.p, self.rng
+        blocks = p.days * DAY // p.block_interval
+        end = int(time.time()) // 3600 * 3600
+        start = end - p.days * DAY
+        weights = [0.35] + [0.65 / (p.tokens - 1)] * (p.tokens - 1)
+        prev = bytes(32)
+        tvl: dict[bytes, list[int]] = {}
+        for h in range(blocks + 1):
+            t = start + h * p.block_interval
+            block_hash = hashlib.sha256(b"bench" + h.to_bytes(8, "little")).digest()
+            pos = 1  # the coinbase is at 0
+            touched: set[bytes] = set()
+            if h == 1:
+                for i, cat in enumerate(self.categories):
+                    n = p.big_pools if i == 0 else rng.randrange(20, 200)
+                    made = self.create_pools(cat, n, h, t, pos)
+                    self._add("cauldron_tokens", (cat, h, t, made[0][1], 0, made[0][0], 0))
+                    pos += n
+                    touched.add(cat)
+            elif h > 1:
+                goal = self.p.trades * h // blocks - self.trades_written
+                for _ in range(goal):
+                    cat = rng.choices(self.categories, weights)[0]
+                    self.trade(cat, h, t, pos)
+                    touched.add(cat)
+                    pos += 1
+                if rng.random() < 0.05:
+                    cat = rng.choice(self.categories)
+                    self.deposit(cat, h, t, pos)
+                    touched.add(cat)
+                    pos += 1
+                if rng.random() < 0.02:
+                    cat = rng.choice(self.categories)
+                    self.withdraw_and_recreate(cat, h, t, pos)
+                    touched.add(cat)
+                    pos += 1
+            header = block_hash + bytes(48)
+            self._add("blocks", (h, block_hash, prev, t, t, pos, header))
+            for cat in touched:
+                live = self.pools[cat]
+                tvl[cat] = [sum(x.state.sats for x in live), sum(x.state.tokens for x in live)]
+                self._add("cauldron_tvl", (cat, h, t, *tvl[cat], len(live)))
+            prev = block_hash
+            if h % 500 == 0:
+                self.flush()
+                if h % 5000 == 0:
+                    print(f"  block {h:,}/{blocks:,}, {self.trades_written:,} trades", flush=True)
+        for live in self.pools.values():
+            for pool in live:
+                s = pool.state
+                self._add(
+                    "cauldron_pools",
+                    (
+                        *(pool.txid, pool.vout, *pool.lineage, pool.owner, pool.category),
+                        *(s.sats, s.tokens, pool.height, pool.time, pool.position, pool.via),
+                        *(None, None, None, None),
+                    ),
+                )
+        self.flush()
+
+
+async def build_index(path: Path, p: IndexParams) -> None:
+    from indexer.store import Store
+
+    tmp = path.with_suffix(".building")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    store = await Store.open(tmp)  # the store's own migrations: tables and indexes
+    await store.close()
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    # A scratch file until renamed: no journal, no fsync, and a cache big enough that random
+    # txid keys do not make SQLite spill and rewrite index pages over and over.
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -4000000")
+    conn.execute("BEGIN")
+    IndexWriter(conn, p).build()
+    conn.execute("COMMIT")
+    conn.execute("ANALYZE")
+    conn.execute("PRAGMA journal_mode = WAL")  # as the indexer leaves it
+    conn.close()
+    tmp.rename(path)
+
+
+def index_facts(path: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    q = conn.execute
+    big = q(
+        "SELECT category, count(*) c FROM cauldron_pools WHERE spent_height IS NULL "
+        "GROUP BY category ORDER BY c DESC LIMIT 1"
+    ).fetchone()
+    tip = q("SELECT max(height), max(max_time) FROM blocks").fetchone()
+    facts = {
+        "trades": q("SELECT count(*) FROM cauldron_trades").fetchone()[0],
+        "events": q("SELECT count(*) FROM cauldron_events").fetchone()[0],
+        "pool_utxos": q("SELECT count(*) FROM cauldron_pools").fetchone()[0],
+        "blocks": tip[0] + 1,
+        "tip_time": tip[1],
+        "big_token": bytes(big[0]).hex(),
+        "big_token_pools": big[1],
+        "tokens": q("SELECT count(*) FROM cauldron_tokens").fetchone()[0],
+        "size_mb": round(path.stat().st_size / 1e6, 1),
+    }
+    facts["big_token_trades_30d"] = q(
+        "SELECT count(*) FROM cauldron_trades WHERE category = ? AND time > ?",
+        (big[0], tip[1] - 30 * DAY),
+    ).fetchone()[0]
+    conn.close()
+    return facts
+
+
+# --- the servers ----------------------------------------------------------------------------------
+
+
+def serve_main(db: str, cache: bool, tip_time: int) -> None:
+    """`--serve`: one server process; prints its port once listening. Its clock starts at
+    the index tip's time, so "the last 30 days" means the index's last 30 days however old
+    the cached index is."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse, Response
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+
+    from rest.app import create_app
+    from rest.config import RestConfig
+    from rest.service import bind
+
+    async def bare_endpoint(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    bare = Starlette(routes=[Route("/bench/bare", bare_endpoint)])
+    offset = time.time() - tip_time
+    config = RestConfig(
+        db_path=db,
+        rate_limit=0,
+        stale_after=0,
+        bench_ceiling=True,
+        cache_entries=4096 if cache else 0,
+        clock=lambda: time.time() - offset,
+    )
+    api = create_app(config)
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/bench/bare":
+            await bare(scope, receive, send)
+        else:
+            await api(scope, receive, send)
+
+    sock = bind("127.0.0.1", 0)
+    print(sock.getsockname()[1], flush=True)
+    server = uvicorn.Server(
+        uvicorn.Config(front, log_level="warning", access_log=False, lifespan="on")
+    )
+    server.run(sockets=[sock])
+
+
+async def start_server(
+    db: Path, cache: bool, tip_time: int
+) -> tuple[asyncio.subprocess.Process, int]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--serve",
+        str(db),
+        str(tip_time),
+        *([] if cache else ["--no-cache"]),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    port = int(await proc.stdout.readline())
+    for _ in range(500):  # until it accepts connections
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.close()
+            break
+        except OSError:
+            await asyncio.sleep(0.02)
+    began = time.perf_counter()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        while "ladle_rest_warmed_height " not in (await client.get("/metrics")).text:
+            await asyncio.sleep(0.2)  # the background warmer: token list and candle series
+    print(f"  server warmed up in {time.perf_counter() - began:.1f} s", flush=True)
+    return proc, port
+
+
+# --- the load -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    server: str
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    bytes_per_answer: int
+    ceiling_rps: float | None = None  # the bare ceiling measured right before this run
+    ratio: float | None = None  # rps / ceiling_rps (median over the paired runs)
+
+
+async def _request(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
+) -> tuple[int, int]:
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nAccept-Encoding: gzip\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    body = await reader.readexactly(length)
+    return status, len(body)
+
+
+_CURSORS: dict[int, int] = {}
+
+
+async def paired(
+    runs: int, port: int, name: str, server: str, paths: list[str], seconds: float, conns: int
+) -> Result:
+    """`runs` pairs of (bare ceiling, endpoint) runs back to back; the pair with the median
+    ratio is reported. Pairing cancels the load other jobs put on the machine, which moves
+    absolute rates by a factor of two between minutes on a shared 2-core host."""
+    pairs = []
+    for _ in range(runs):
+        ceiling = await load(port, "ceiling", server, ["/bench/bare"], seconds, conns)
+        r = await load(port, name, server, paths, seconds, conns)
+        r.ceiling_rps = ceiling.rps
+        r.ratio = round(r.rps / ceiling.rps, 3)
+        pairs.append(r)
+    pairs.sort(key=lambda r: r.ratio or 0.0)
+    return pairs[len(pairs) // 2]
+
+
+async def load(
+    port: int, name: str, server: str, paths: list[str], seconds: float, connections: int
+) -> Result:
+    """Requests from `paths` in turn (continuing where the last call on the same list
+    stopped, so a list of distinct URLs is never repeated before it is used up)."""
+    latencies: list[float] = []
+    sizes: list[int] = []
+    stop_at = 0.0
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < stop_at:
+                i = _CURSORS.get(id(paths), 0)
+                _CURSORS[id(paths)] = i + 1
+                path = paths[i % len(paths)]
+                began = time.perf_counter()
+                status, size = await _request(reader, writer, path)
+                if status != 200:
+                    raise RuntimeError(f"{path}: HTTP {status}")
+                latencies.append(time.perf_counter() - began)
+                sizes.append(size)
+        finally:
+            writer.close()
+
+    stop_at = time.perf_counter() + min(1.0, seconds / 5)  # warm-up (caches, connections)
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    latencies.clear()
+    sizes.clear()
+    began = time.perf_counter()
+    stop_at = began + seconds
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    elapsed = time.perf_counter() - began
+    q = statistics.quantiles(latencies, n=100)
+    return Result(
+        name,
+        server,
+        len(latencies),
+        round(elapsed, 2),
+        round(len(latencies) / elapsed),
+        round(q[49] * 1000, 2),
+        round(q[98] * 1000, 2),
+        int(statistics.mean(sizes)),
+    )
+
+
+def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    big, tip = facts["big_token"], facts["tip_time"]
+    # Every request a window no other request asked for (ends 6 s apart over the last week):
+    # the answer cache never helps, each answer is computed.
+    ends = [tip - 6 * i for i in range(7 * DAY // 6)]
+    random.Random(2).shuffle(ends)
+    sliding = [
+        f"/dex/price/{big}/candlesticks?start={e - 30 * DAY}&end={e}&stepsize=3600" for e in ends
+    ]
+    return [
+        ("ceiling: trivial Starlette app", ["/bench/bare"]),
+        ("ceiling: trivial route in our app", ["/bench/ceiling"]),
+        ("price/current", [f"/dex/price/{big}/current"]),
+        ("pool/active?token= (2,000 pools)", [f"/dex/pool/active?token={big}"]),
+        ("candlesticks 30 d / 1 h (defaults: ending now)", [f"/dex/price/{big}/candlesticks"]),
+        ("candlesticks 30 d / 1 h, a new window each request", sliding),
+        ("tokens/list_cached", ["/dex/tokens/list_cached"]),
+    ]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    params = IndexParams(trades=args.trades)
+    cache_dir = Path(args.cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    db = cache_dir / f"bench-rest-{params.tag()}.sqlite"
+    if not db.exists():
+        print(f"building the index ({params.trades:,} trades) in {db} …", flush=True)
+        began = time.perf_counter()
+        await build_index(db, params)
+        print(f"  built in {time.perf_counter() - began:.0f} s", flush=True)
+    facts = index_facts(db)
+    print("index:", json.dumps(facts), flush=True)
+    results: list[Result] = []
+    for server, cache in (("cached", True), ("no answer cache", False)):
+        proc, port = await start_server(db, cache, facts["tip_time"])
+        try:
+            await load(port, "warm-up", server, ["/bench/bare"], 2, args.connections)
+            for name, paths in workloads(facts):
+                if name.startswith("ceiling: trivial Starlette") or (
+                    not cache and name.startswith("ceiling")
+                ):
+                    continue
+                r = await paired(
+                    args.runs, port, name, server, paths, args.seconds, args.connections
+                )
+                results.append(r)
+                print(
+                    f"  [{server}] {name}: {r.rps} req/s (ceiling {r.ceiling_rps}, ratio "
+                    f"{r.ratio}), p50 {r.p50_ms} ms, p99 {r.p99_ms} ms, {r.bytes_per_answer} B",
+                    flush=True,
+                )
+        finally:
+            proc.send_signal(signal.SIGINT)
+            await proc.wait()
+    return {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "params": asdict(params),
+        "index": facts,
+        "connections": args.connections,
+        "seconds": args.seconds,
+        "runs": args.runs,
+        "results": [asdict(r) for r in results],
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [
+        "| server | endpoint | req/s | p50 ms | p99 ms | bytes (gzip) | ceiling req/s | ratio |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["results"]:
+        lines.append(
+            f"| {r['server']} | {r['name']} | {r['rps']:,} | {r['p50_ms']} | {r['p99_ms']} | "
+            f"{r['bytes_per_answer']:,} | {r['ceiling_rps']:,} | {r['ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) >= 3 and sys.argv[1] == "--serve":
+        with contextlib.suppress(KeyboardInterrupt):  # SIGINT: uvicorn stops, then re-raises
+            serve_main(sys.argv[2], "--no-cache" not in sys.argv, int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trades", type=int, default=1_000_000)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per run")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=3, help="paired runs per endpoint")
+    parser.add_argument(
+        "--cache-dir", default=str(Path(tempfile.gettempdir()) / "ladle-bench-rest")
+    )
+    parser.add_argument("--json", help="also write the report here")
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    print(table(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

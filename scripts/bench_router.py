@@ -1,0 +1,264 @@
+"""Benchmark of the router daemon over a 20,000-pool snapshot.
+
+    .venv/bin/python scripts/bench_router.py [--requests 200] [--seconds 3] [--json out.json]
+
+The snapshot (built directly as a `PoolSnapshot`, deterministic): 200 tokens, one with 2,000
+pools, the others 90–91 each (20,000 pools), reserves and prices spread ±10 %. The router serves it
+on 127.0.0.1 (one process, one event loop); this process's clients talk to it over real
+WebSockets, so every latency includes JSON framing and the loopback round trip.
+
+1. Latency p50/p99 of `quote` and `tx.build` (BCH→token on the 2,000-pool token) for orders
+   whose routes touch about 1, 10, 100 and 350 pools; quality: the output against the
+   continuous optimum (water-filling, tests/router/helpers.py) on the pools, for the same net
+   input; ceiling: a no-op `ping` round trip.
+2. `tx.build` requests/s over 1 and 100 concurrent connections (the 10-pool order).
+3. From a snapshot change (a pending trade on a pool the route uses) to the push reaching
+   1,000 `tx.subscribe` subscribers (10 connections × 100): with identical orders (routed
+   once, shared) and with 1,000 distinct orders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bch.hashes import sha256
+from bch.tx import OutPoint
+from bch.wallet import Wallet
+from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from router.daemon import DaemonConfig
+from router.params import RouterConfig
+from router.service import RouterServer, start_router
+
+USER = Wallet.from_seed("bench router: user")
+FEE = Wallet.from_seed("bench router: fee")
+BIG = sha256(b"bench token 0").hex()
+
+
+def make_snapshot() -> PoolSnapshot:
+    pools = []
+    for t in range(200):
+        token = sha256(f"bench token {t}".encode()).hex()
+        n = 2000 if t == 0 else (91 if t <= 90 else 90)  # 2,000 + 18,000
+        for i in range(n):
+            h = int.from_bytes(sha256(f"{t}/{i}".encode())[:4], "big")
+            sats = 1_000_000 + h % 4_000_000
+            price = 50.0 * (0.9 + 0.2 * ((h >> 8) % 1000) / 1000)
+            op = OutPoint(sha256(f"pool {t}/{i}".encode()), i % 4)
+            pkh = sha256(f"owner {t}/{i}".encode())[:20]
+            pools.append(LivePool(op, op, pkh, token, sats, int(sats / price), 800_000))
+    snap = PoolSnapshot()
+    snap.replace_confirmed(pools, 800_000)
+    return snap
+
+
+def order(amount: int, tag: str = "0") -> dict[str, Any]:
+    return {
+        "sell": "bch",
+        "buy": BIG,
+        "amount": str(amount),
+        "receive_addr": USER.token_address,
+        "change_addr": USER.address,
+        "funding_inputs": [
+            {
+                "txid": sha256(f"funding {tag}".encode()).hex(),
+                "vout": 0,
+                "value": str(10**14),
+                "address": USER.address,
+            }
+        ],
+    }
+
+
+class Rpc:
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.n = 0
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        self.n += 1
+        doc: dict[str, Any] = {"id": self.n, "method": method}
+        if params is not None:
+            doc["params"] = params
+        await self.ws.send(orjson.dumps(doc).decode())
+        reply = orjson.loads(await self.ws.recv())
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["result"]
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def timed(rpc: Rpc, method: str, params: Any, n: int) -> tuple[list[float], Any]:
+    out, result = [], None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        result = await rpc.call(method, params)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out, result
+
+
+async def amount_for(rpc: Rpc, legs: int) -> int:
+    """A BCH amount whose route touches about `legs` pools (bisection on the quote)."""
+    lo, hi = 1_000, 10**12
+    while hi / lo > 1.02:
+        mid = int((lo * hi) ** 0.5)
+        try:
+            q = await rpc.call("quote", {"sell": "bch", "buy": BIG, "amount": str(mid)})
+            n = len(q["pools"])
+        except RuntimeError:
+            n = 10**9
+        if n < legs:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def optimum_output(snap: PoolSnapshot, net_in: int) -> float:
+    from tests.router.helpers import Curve, optimum
+
+    curves = [Curve(p.sats, p.tokens, True) for p in snap.pools(BIG)]
+    xs = optimum(curves, float(net_in), True)
+    return sum(c.out(x) for c, x in zip(curves, xs, strict=True))
+
+
+async def throughput(server: RouterServer, params: Any, conns: int, seconds: float) -> float:
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        async with connect(server.url, max_size=None) as ws:
+            rpc = Rpc(ws)
+            while time.perf_counter() < stop:
+                await rpc.call("tx.build", params)
+                done += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(conns)))
+    return done / (time.perf_counter() - t0)
+
+
+async def push_latency(server: RouterServer, snap: PoolSnapshot, distinct: bool) -> float:
+    conns = []
+    for _ in range(10):
+        conns.append(await connect(server.url, max_size=None))
+    amount = 200_000
+    first: dict[str, Any] = {}
+    for ci, ws in enumerate(conns):
+        for j in range(100):
+            k = ci * 100 + j
+            params = order(amount + (k if distinct else 0), f"{k}" if distinct else "0")
+            await ws.send(orjson.dumps({"id": k, "method": "tx.subscribe", "params": params}))
+            await ws.recv()  # the reply
+            push = orjson.loads(await ws.recv())
+            first = push["params"]["result"]
+    leg = first["route"]["pools"][0]
+    old = snap.pool(OutPoint.from_hex(leg["txid"], leg["tx_pos"]))
+    assert old is not None
+    txid = sha256(b"bench: a competing trade")
+    new = LivePool(OutPoint(txid, 0), old.lineage, old.owner_pkh, old.token_id,
+                   old.sats + 200_000, old.tokens * 95 // 100, None)  # fmt: skip
+
+    async def drain(ws: ClientConnection) -> None:
+        for _ in range(100):
+            await ws.recv()
+
+    t0 = time.perf_counter()
+    readers = [asyncio.create_task(drain(ws)) for ws in conns]
+    snap.add_pending(PendingTx(txid, (old.outpoint,), (new,)))
+    await asyncio.gather(*readers)
+    elapsed = (time.perf_counter() - t0) * 1000
+    snap.evict([txid])
+    for ws in conns:
+        await ws.close()
+    await asyncio.sleep(0.2)
+    return elapsed
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    snap = make_snapshot()
+    print(f"snapshot: {len(snap)} pools, {len(snap.tokens())} tokens "
+          f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    limits = DaemonConfig(
+        max_connections=5000, rate=1e9, burst=10**9, max_subscriptions=1000, ping_interval=None
+    )
+    config = RouterConfig(fee_bps=10, fee_address=FEE.token_address)
+    t0 = time.perf_counter()
+    server = await start_router(snap, config, "127.0.0.1", 0, limits)
+    print(f"router up (book + models built) in {time.perf_counter() - t0:.2f} s")
+    report: dict[str, Any] = {"machine": platform.platform(), "python": sys.version.split()[0]}
+    async with connect(server.url, max_size=None) as ws:
+        rpc = Rpc(ws)
+        ping, _ = await timed(rpc, "ping", None, args.requests)
+        report["ping_ms"] = {"p50": pct(ping, 0.5), "p99": pct(ping, 0.99)}
+        print(f"ping round trip: p50 {pct(ping, 0.5):.3f} ms  p99 {pct(ping, 0.99):.3f} ms")
+        rows = []
+        for legs in (1, 10, 100, 350):
+            amount = await amount_for(rpc, legs)
+            qparams = {"sell": "bch", "buy": BIG, "amount": str(amount)}
+            q_ms, q = await timed(rpc, "quote", qparams, args.requests)
+            b_ms, b = await timed(rpc, "tx.build", order(amount), max(20, args.requests // 2))
+            net_in = int(q["input_amount"]) - int(q["router_fee"]["amount"])
+            best = optimum_output(snap, net_in)
+            out = int(q["output_amount"])
+            row = {
+                "legs": len(q["pools"]),
+                "amount_sats": amount,
+                "quote_p50": pct(q_ms, 0.5),
+                "quote_p99": pct(q_ms, 0.99),
+                "build_p50": pct(b_ms, 0.5),
+                "build_p99": pct(b_ms, 0.99),
+                "tx_bytes": len(b["unsigned_tx_hex"]) // 2,
+                "output": out,
+                "continuous_optimum": best,
+                "quality": out / best,
+            }
+            rows.append(row)
+            print(
+                f"{row['legs']:4d} pools: quote p50 {row['quote_p50']:.2f} p99 "
+                f"{row['quote_p99']:.2f} ms | tx.build p50 {row['build_p50']:.2f} p99 "
+                f"{row['build_p99']:.2f} ms | {row['tx_bytes']} B | output/optimum "
+                f"{row['quality']:.6f}"
+            )
+        report["latency"] = rows
+    ten = order(int(rows[1]["amount_sats"]))
+    for conns in (1, 100):
+        rate = await throughput(server, ten, conns, args.seconds)
+        report[f"build_rps_{conns}"] = rate
+        print(f"tx.build ({rows[1]['legs']} pools) over {conns} connection(s): {rate:,.0f} req/s")
+    for distinct in (False, True):
+        ms = await push_latency(server, snap, distinct)
+        key = "push_1000_distinct_ms" if distinct else "push_1000_identical_ms"
+        report[key] = ms
+        kind = "distinct" if distinct else "identical"
+        print(f"snapshot change → push at 1,000 subscribers ({kind} orders): {ms:.1f} ms")
+    await server.close()
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--json", default=None)
+    ns = parser.parse_args()
+    result = asyncio.run(main(ns))
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(result, indent=2))

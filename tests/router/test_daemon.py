@@ -1,0 +1,221 @@
+"""The WebSocket protocol over a real server and a real client: replies, every error code from
+a real request, and the connection limits. Every frame is checked against schemas/rpc."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from bch.tx import Transaction
+from router.daemon import DaemonConfig
+from router.pools import BCH
+from tests.router.helpers import TOKEN_A, TOKEN_C, USER, build_params, funding
+from tests.router.test_daemon_support import (
+    REQUEST,
+    RESULTS,
+    client,
+    running,
+    snapshot_of,
+    standard_pools,
+)
+
+
+def token(category: str, amount: int) -> dict[str, Any]:
+    return {"category": category, "amount": str(amount)}
+
+
+def bch_order(amount: int = 100_000, **extra: Any) -> dict[str, Any]:
+    return build_params(BCH, TOKEN_A, amount, [funding("f0", 10_000_000)], **extra)
+
+
+async def test_quote_build_and_ping_round_trip() -> None:
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        assert await c.call("ping") == "pong"
+        params = {"sell": BCH, "buy": TOKEN_A, "amount": "100000"}
+        REQUEST.validate({"id": 1, "method": "quote", "params": params})
+        q = await c.call("quote", params)
+        RESULTS["quote"].validate(q)
+        assert q == await c.call("route.quote", params)
+        assert q["snapshot_version"] == server.daemon.live.snapshot.version
+        assert q["index_height"] == 100
+        order = bch_order()
+        REQUEST.validate({"id": 2, "method": "tx.build", "params": order})
+        built = await c.call("tx.build", order)
+        RESULTS["tx.build"].validate(built)
+        tx = Transaction.from_hex(built["unsigned_tx_hex"])
+        assert len(built["source_outputs"]) == len(tx.inputs)
+        assert built["expected_output"] == q["output_amount"]
+
+
+async def test_replies_echo_ids_of_every_json_type() -> None:
+    async with running(snapshot_of(standard_pools())) as server, connect(server.url) as ws:
+        for req_id in ("abc", 7, 2.5, None):
+            await ws.send(orjson.dumps({"id": req_id, "method": "ping"}).decode())
+            reply = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+            assert reply == {"id": req_id, "result": "pong"}
+
+
+async def raw_reply(server_url: str, frame: str | bytes) -> dict[str, Any]:
+    async with connect(server_url) as ws:
+        await ws.send(frame)
+        doc: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), 5))
+        return doc
+
+
+async def test_malformed_and_unknown() -> None:
+    async with running(snapshot_of(standard_pools())) as server:
+        reply = await raw_reply(server.url, "{not json")
+        assert reply["id"] is None and reply["error"]["code"] == "bad_request"
+        reply = await raw_reply(server.url, b'{"id": 1, "method": "ping"')  # binary, truncated
+        assert reply["error"]["code"] == "bad_request"
+        reply = await raw_reply(server.url, "[1, 2]")
+        assert reply["error"]["code"] == "bad_request"
+        reply = await raw_reply(server.url, '{"id": 3, "method": 5}')
+        assert reply == {"id": 3, "error": reply["error"]}
+        assert reply["error"]["code"] == "bad_request"
+        async with client(server) as c:
+            err = await c.error("tx.steal")
+            assert err["code"] == "not_found" and err["data"] == {"method": "tx.steal"}
+            reply = await c.call_raw("ping", None, extra=1)
+            assert reply["error"]["code"] == "bad_request"
+            err = await c.error("quote", {"sell": BCH, "buy": TOKEN_A, "amount": "1", "x": 1})
+            assert err["code"] == "bad_request" and err["data"] == {"fields": ["x"]}
+
+
+async def test_oversized_frame_closes_with_1009() -> None:
+    async with running(snapshot_of(standard_pools())) as server:
+        async with connect(server.url, max_size=None) as ws:
+            # exactly 1 MiB is accepted (a reply comes back) …
+            pad = " " * ((1 << 20) - len('{"id":1,"method":"ping"}'))
+            await ws.send('{"id":1,"method":"ping"}' + pad)
+            assert orjson.loads(await ws.recv()) == {"id": 1, "result": "pong"}
+            # … one byte more closes the connection with 1009 (message too big)
+            await ws.send('{"id":2,"method":"ping"}' + pad + " ")
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+async def test_request_errors() -> None:
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        # 501 funding inputs
+        inputs = [funding(f"f{i}", 10_000) for i in range(501)]
+        err = await c.error("tx.build", build_params(BCH, TOKEN_A, 1000, inputs))
+        assert err["code"] == "bad_request" and err["data"] == {"field": "funding_inputs"}
+        # 500 is fine (the request is ~110 kB; selection takes the fewest inputs)
+        inputs = [funding(f"f{i}", 20_000 + i) for i in range(500)]
+        built = await c.call("tx.build", build_params(BCH, TOKEN_A, 100_000, inputs))
+        assert len(built["inputs_to_sign"]) < 10
+        # bad addresses: garbage, a checksum error, a non-token-aware receiver of tokens
+        for receive in ("nonsense", USER.token_address[:-1] + "q", USER.address):
+            err = await c.error("tx.build", bch_order(receive=receive))
+            assert err["code"] == "bad_request" and err["data"] == {"field": "receive_addr"}
+        err = await c.error("tx.build", bch_order(change="bitcoincash:qqqq"))
+        assert err["code"] == "bad_request"
+        # route_failed: a token without pools; an order beyond every pool's liquidity
+        err = await c.error("quote", {"sell": BCH, "buy": TOKEN_C, "amount": "1000"})
+        assert err["code"] == "route_failed"
+        everything = {"sell": BCH, "buy": TOKEN_A, "amount": str(10**12), "side": "buy"}
+        err = await c.error("quote", everything)
+        assert err["code"] == "route_failed" and "max_amount" in err["data"]
+        # slippage: min_output above what the route gives
+        q = await c.call("quote", {"sell": BCH, "buy": TOKEN_A, "amount": "100000"})
+        too_much = str(int(q["output_amount"]) + 1)
+        err = await c.error("tx.build", bch_order(min_output=too_much))
+        assert err["code"] == "slippage"
+        assert err["data"]["expected_output"] == q["output_amount"]
+        ok = await c.call("tx.build", bch_order(min_output=q["output_amount"]))
+        assert ok["expected_output"] == q["output_amount"]
+        # insufficient funds
+        order = build_params(BCH, TOKEN_A, 100_000, [funding("small", 50_000)])
+        assert (await c.error("tx.build", order))["code"] == "insufficient_funds"
+
+
+async def test_token_of_another_category_is_never_spent() -> None:
+    foreign = token(TOKEN_C, 1_000)
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        # alone, it cannot fund the trade: insufficient_funds naming it as left out
+        only = [funding("foreign", 10_000_000, token=foreign)]
+        err = await c.error("tx.build", build_params(BCH, TOKEN_A, 100_000, only))
+        assert err["code"] == "insufficient_funds"
+        assert err["data"]["left_out"] == [0]
+
+
+async def test_foreign_token_input_left_out_of_a_buildable_trade() -> None:
+    foreign = token(TOKEN_C, 1_000)
+    inputs = [funding("foreign", 10_000_000, token=foreign), funding("plain", 10_000_000)]
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        built = await c.call("tx.build", build_params(BCH, TOKEN_A, 100_000, inputs))
+        tx = Transaction.from_hex(built["unsigned_tx_hex"])
+        spent = {(i.outpoint.txid_hex, i.outpoint.index) for i in tx.inputs}
+        assert (inputs[1]["txid"], 0) in spent
+        assert (inputs[0]["txid"], 0) not in spent
+        category = bytes.fromhex(TOKEN_C)[::-1]
+        assert all(o.token is None or o.token.category != category for o in tx.outputs)
+
+
+async def test_rate_limit() -> None:
+    limits = DaemonConfig(rate=2.0, burst=3)
+    async with running(snapshot_of(standard_pools()), limits=limits) as server:
+        async with client(server) as c:
+            for _ in range(3):
+                assert await c.call("ping") == "pong"
+            err = await c.error("ping")
+            assert err["code"] == "rate_limited" and 0 < err["data"]["retry_after"] <= 0.5
+            await asyncio.sleep(0.55)  # one token back at 2 per second
+            assert await c.call("ping") == "pong"
+        async with client(server) as other:  # the limit is per connection
+            assert await other.call("ping") == "pong"
+
+
+async def test_unknown_subscriptions_are_not_found() -> None:
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        for method in ("tx.unsubscribe", "route.unsubscribe"):
+            err = await c.error(method, {"subscription": "tx-nope-1"})
+            assert err["code"] == "not_found"
+        sub = await c.call("route.subscribe", {"sell": BCH, "buy": TOKEN_A, "amount": "5000"})
+        await c.push()
+        # a route subscription is not a tx subscription, and not someone else's to cancel
+        err = await c.error("tx.unsubscribe", sub)
+        assert err["code"] == "not_found"
+        async with client(server) as thief:
+            assert (await thief.error("route.unsubscribe", sub))["code"] == "not_found"
+        assert await c.call("route.unsubscribe", sub) is True
+        assert (await c.error("route.unsubscribe", sub))["code"] == "not_found"
+        assert (await c.error("tx.unsubscribe", {}))["code"] == "bad_request"
+
+
+async def test_max_connections_answers_503() -> None:
+    limits = DaemonConfig(max_connections=2)
+    async with running(snapshot_of(standard_pools()), limits=limits) as server:
+        async with client(server) as a, client(server) as b:
+            assert await a.call("ping") == await b.call("ping") == "pong"
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(server.url):
+                    pass
+            assert refused.value.response.status_code == 503
+        await asyncio.sleep(0.05)  # the server notices the closes
+        async with client(server) as c:
+            assert await c.call("ping") == "pong"
+
+
+async def test_keepalive_pings_close_a_silent_peer() -> None:
+    limits = DaemonConfig(ping_interval=0.1, ping_timeout=0.1, close_timeout=0.1)
+    async with running(snapshot_of(standard_pools()), limits=limits) as server:
+        # a healthy client answers pings automatically and stays connected
+        async with client(server) as c:
+            await asyncio.sleep(0.35)
+            assert await c.call("ping") == "pong"
+        # a peer that never reads (so never answers a ping) is closed by the server
+        async with connect(server.url, close_timeout=0.1) as ws:
+            ws.transport.pause_reading()
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if not server.daemon.connections:
+                    break
+            assert not server.daemon.connections
