@@ -10,16 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import socket
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-
-import orjson
-import uvicorn
 
 from broadcast.app import create_app
 from broadcast.config import (
@@ -32,48 +26,13 @@ from broadcast.config import (
     make_config,
 )
 from broadcast.service import BroadcastService
+from rest.server import RunningServer, serve_until_signal, start_app
 
 if TYPE_CHECKING:
     from ladle.up import Started, UpContext
 
 DEFAULT_PORT = 8001
 EXIT_USAGE = 2
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the embedding program owns SIGINT/SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-@dataclass(slots=True)
-class RunningServer:
-    service: BroadcastService
-    host: str
-    port: int
-    _server: uvicorn.Server
-    _task: asyncio.Task[None]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def stop(self) -> None:
-        self._server.should_exit = True
-        await self._task
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto must say TCP: asyncio sets TCP_NODELAY on accepted connections only then, and
-    # without it every response waits ~40 ms for a delayed ACK (Nagle).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock
 
 
 async def start_server(
@@ -86,20 +45,8 @@ async def start_server(
 ) -> RunningServer:
     """Serve on host:port (0: a free port) in the running loop; returns once it accepts
     connections. The caller stops it with `await running.stop()`."""
-    service = service or BroadcastService(config)
-    sock = _bind(host, port)
-    uv_config = uvicorn.Config(
-        create_app(service), log_level=log_level, lifespan="on", access_log=False
-    )
-    server = _EmbeddedServer(uv_config)
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if task.done():
-            sock.close()
-            await task  # raises what went wrong
-            raise RuntimeError("the broadcast server stopped during start-up")
-        await asyncio.sleep(0.01)
-    return RunningServer(service, host, sock.getsockname()[1], server, task)
+    app = create_app(service or BroadcastService(config))
+    return await start_app(app, host=host, port=port, name="broadcast", log_level=log_level)
 
 
 def add_commands(subparsers: Any) -> None:
@@ -165,23 +112,13 @@ def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
 
 
 async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
-    sock = _bind(host, port)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(BroadcastService(config)), log_level="info", lifespan="on", access_log=False
-        )
+    await serve_until_signal(
+        create_app(BroadcastService(config)),
+        host=host,
+        port=port,
+        name="broadcast",
+        announce=lambda url: {"broadcast": url, "nodes": [n.url for n in config.nodes]},
     )
-    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-    while not server.started and not task.done():
-        await asyncio.sleep(0.01)
-    if server.started:
-        line = {
-            "broadcast": f"http://{host}:{sock.getsockname()[1]}",
-            "nodes": [n.url for n in config.nodes],
-        }
-        sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
-        sys.stdout.flush()
-    await task
 
 
 def cmd_broadcast(args: argparse.Namespace) -> int:

@@ -404,7 +404,7 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
 
     from rest.app import create_app
     from rest.config import RestConfig
-    from rest.service import bind
+    from rest.server import bind
 
     async def bare_endpoint(request: Request) -> Response:
         return PlainTextResponse("ok")
