@@ -185,13 +185,16 @@ async def test_big_blocks_shrink_the_window() -> None:
 
 
 async def test_a_failed_fetch_surfaces_in_turn_and_the_rest_is_cancelled() -> None:
-    server = SlowServer(dict.fromkeys(range(4, 10), 0.05), fail=3)
+    # Fetches after the failing one never finish by themselves (however slow the machine is),
+    # so only the pipeline's cancellation can end them; the timeout turns a hang into a failure.
+    server = SlowServer(dict.fromkeys(range(4, 10), 3600.0), fail=3)
     headers = [(h, b"") for h in range(10)]
     got = []
-    with pytest.raises(BlockChanged):
-        async with BlockPipeline(server.fetch, headers, window=5) as pipe:
-            async for block in pipe:
-                got.append(block.height)
+    async with asyncio.timeout(30):
+        with pytest.raises(BlockChanged):
+            async with BlockPipeline(server.fetch, headers, window=5) as pipe:
+                async for block in pipe:
+                    got.append(block.height)
     assert got == [0, 1, 2]
     assert set(server.cancelled) == set(server.started) - {0, 1, 2, 3}
     assert server.cancelled and server.inflight == 0
