@@ -21,7 +21,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
 from broadcast.errors import (
     BAD_REQUEST,
@@ -35,6 +35,7 @@ from broadcast.errors import (
 )
 from broadcast.request import check_txid, parse_request
 from broadcast.service import BroadcastService
+from rest.catchall import CatchAll
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
             Route("/broadcast", post_broadcast, methods=["POST"]),
             Route("/broadcast/status/{txid}", get_status, methods=["GET"]),
         ],
-        middleware=[Middleware(CatchAll)],
+        middleware=[Middleware(CatchAll, answer=_internal_error, logger=log)],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
@@ -139,36 +140,14 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
     return app
 
 
-class CatchAll:
-    """Last line: an exception no handler took becomes a logged JSON error, never a 500."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception:
-            log.exception("unhandled error answering %s %s", scope["method"], scope["path"])
-            if started:
-                return  # too late for an error body: the connection is cut short
-            if scope["method"] == "POST" and scope["path"] == "/broadcast":
-                error = ApiError(
-                    BROADCAST_FAILED,
-                    "internal error; the transaction may or may not have been sent: check "
-                    "GET /broadcast/status/<txid>",
-                )
-            else:
-                error = ApiError(INTERNAL_ERROR, "internal error (logged on the server)")
-            await error_response(error)(scope, receive, send)
+def _internal_error(scope: Scope) -> ASGIApp:
+    """What `CatchAll` answers: on POST /broadcast the outcome is unknown, so say where to look."""
+    if scope["method"] == "POST" and scope["path"] == "/broadcast":
+        error = ApiError(
+            BROADCAST_FAILED,
+            "internal error; the transaction may or may not have been sent: check "
+            "GET /broadcast/status/<txid>",
+        )
+    else:
+        error = ApiError(INTERNAL_ERROR, "internal error (logged on the server)")
+    return error_response(error)

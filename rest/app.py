@@ -18,9 +18,10 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
+from rest.catchall import CatchAll
 from rest.config import RestConfig
 from rest.context import ApiContext
-from rest.errors import ApiError, CatchAll, on_api_error, on_http_error
+from rest.errors import ApiError, internal_error, log, on_api_error, on_http_error
 from rest.middleware import Edge
 from rest.routes import activity, pools, price, system, token_list
 from rest.warm import Warmer
@@ -74,7 +75,7 @@ def create_app(config: RestConfig | None = None) -> Starlette:
                 cors_origins=cfg.cors_origins,
                 trust_forwarded=cfg.trust_forwarded,
             ),
-            Middleware(CatchAll),
+            Middleware(CatchAll, answer=internal_error, logger=log),
         ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
         lifespan=lifespan,

@@ -23,7 +23,7 @@ import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
 log = logging.getLogger("rest")
 
@@ -97,30 +97,6 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     return error.response()
 
 
-class CatchAll:
-    """The outermost layer: an exception nothing else handled is logged and answered with a
-    bare `internal_error` — the traceback stays in the log."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking)
-        except Exception:
-            log.exception("unhandled error answering %s %s", scope["method"], scope["path"])
-            if started:
-                return  # the status line is out: nothing better than cutting the body short
-            error = ApiError(500, "internal_error", "internal error (logged on the server)")
-            await error.response()(scope, receive, send)
+def internal_error(scope: Scope) -> ASGIApp:
+    """What `CatchAll` answers in the data API: a bare `internal_error`, traceback in the log."""
+    return ApiError(500, "internal_error", "internal error (logged on the server)").response()
