@@ -23,7 +23,7 @@ from rest.config import RestConfig
 from rest.context import ApiContext
 from rest.errors import ApiError, internal_error, log, on_api_error, on_http_error
 from rest.middleware import Edge
-from rest.routes import activity, pools, price, system, token_list
+from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
 from rest.warm import Warmer
 
 
@@ -33,6 +33,9 @@ def all_routes(config: RestConfig) -> list[BaseRoute]:
         *price.ROUTES,
         *token_list.ROUTES,
         *activity.ROUTES,
+        *oracle.ROUTES,
+        *registry.ROUTES,
+        *lending.ROUTES,
         *system.ROUTES,
     ]
     if config.bench_ceiling:

@@ -595,7 +595,16 @@ def _paths() -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    paths = {path: {"get": operation} for path, operation in _paths().items()}
+    # The oracle/registry and lending modules build on this one's helpers, hence the late import.
+    from rest import spec_lending, spec_oracle_registry
+
+    extra = (spec_oracle_registry, spec_lending)
+    operations = _paths()
+    schemas = dict(SCHEMAS)
+    for module in extra:
+        operations.update(module.paths())
+        schemas.update(module.SCHEMAS)
+    paths = {path: {"get": operation} for path, operation in operations.items()}
     for path, item in paths.items():
         item["get"]["operationId"] = "get_" + "_".join(
             part.strip("{}") for part in path.strip("/").split("/")
@@ -639,7 +648,7 @@ def build() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": schemas,
             "responses": {
                 f"E{code}": {
                     "description": text,
