@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rest.tokens import EmptyRegistry, NoUsdOracle, TokenRegistry, UsdOracle
+from rest.index_tokens import MAINNET_USD_FEED, IndexRegistry, IndexUsdOracle
+from rest.tokens import TOKEN_ID, NoUsdOracle, TokenRegistry, UsdOracle
 
 DEFAULT_DB = Path("data/index.sqlite")
 DEFAULT_PORT = 8000
@@ -40,8 +41,12 @@ class RestConfig:
     # in the background (off: everything is computed on first use).
     warm: bool = True
     address_prefix: str = "bitcoincash"
-    registry: TokenRegistry = field(default_factory=EmptyRegistry)
-    usd: UsdOracle = field(default_factory=NoUsdOracle)
+    # Token symbols and metadata: by default the index's own registry tables (bound to db_path).
+    registry: TokenRegistry = field(default_factory=IndexRegistry)
+    # USD figures: by default the indexed BCH/USD oracle feed `usd_feed` (64-hex category,
+    # display order); usd_feed=None turns them off (every *_usd field null).
+    usd: UsdOracle = field(default_factory=IndexUsdOracle)
+    usd_feed: str | None = MAINNET_USD_FEED
     chain_tip: ChainTipSource | None = None
     clock: Callable[[], float] = time.time
     # Serve GET /bench/ceiling (a trivial endpoint: the benchmark's ceiling). Off by default.
@@ -49,6 +54,17 @@ class RestConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", Path(self.db_path))
+        if self.usd_feed is not None and not TOKEN_ID.match(self.usd_feed):
+            raise ValueError("usd_feed must be a 64-hex token category (or None)")
+        if isinstance(self.registry, IndexRegistry) and self.registry.db_path is None:
+            object.__setattr__(self, "registry", IndexRegistry(self.db_path))
+        if isinstance(self.usd, IndexUsdOracle) and self.usd.category is None:
+            usd = (
+                NoUsdOracle()
+                if self.usd_feed is None
+                else IndexUsdOracle(self.usd_feed, self.db_path)
+            )
+            object.__setattr__(self, "usd", usd)
         if self.rate_limit < 0:
             raise ValueError("rate_limit must be >= 0 (0 disables it)")
         if self.readers < 1:

@@ -1,10 +1,15 @@
 """The state one API process shares between requests, and `answer`: the path every data
-endpoint takes (synced check, ETag/304, per-version cache, one snapshot per computation)."""
+endpoint takes (synced check, ETag/304, per-version cache, one snapshot per computation).
+
+The index watcher also keeps what is derived from the index but changes between blocks (the
+registry tables the fetch job writes, the index-backed registry and USD feed) current: each
+poll of the tip syncs them (`SourceWatcher`), so a request reads their revisions from memory."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +22,7 @@ from rest.candles import CandleStore
 from rest.config import RestConfig
 from rest.db import IndexVersion, IndexWatcher, ReaderPool, Snapshot
 from rest.errors import database_unavailable, not_synced
+from rest.index_tokens import IndexRegistry, IndexSource, IndexUsdOracle, RegistryTables
 from rest.metrics import Metrics
 from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
 from rest.ratelimit import RateLimiter
@@ -24,6 +30,35 @@ from rest.tokenlist import TokenTable
 
 Compute = Callable[[Snapshot], Awaitable[Any]]
 LARGE_BODY = 64 * 1024  # compressed off the event loop
+
+log = logging.getLogger("rest")
+
+
+class SourceWatcher(IndexWatcher):
+    """The index watcher that, after each read of the tip, syncs `sources` on a reader
+    connection of its own (outside any request's snapshot). A failing source is logged and
+    keeps what it had; the tip is unaffected."""
+
+    def __init__(self, pool: ReaderPool, interval: float, sources: Sequence[IndexSource]) -> None:
+        super().__init__(pool, interval)
+        self.sources = tuple(sources)
+        self._failing = False
+
+    async def refresh(self) -> IndexVersion | None:
+        tip = await super().refresh()
+        if tip is None or not self.sources:
+            return tip
+        try:
+            async with self.pool.connection() as conn:
+                for source in self.sources:
+                    await source.sync(conn, tip)
+        except Exception:
+            if not self._failing:  # once per outage, not at every poll
+                log.exception("syncing the registry / USD feed from the index failed")
+            self._failing = True
+        else:
+            self._failing = False
+        return tip
 
 
 @dataclass
@@ -36,6 +71,7 @@ class ApiContext:
     tokens: TokenTable
     metrics: Metrics
     limiter: RateLimiter | None
+    registry_tables: RegistryTables  # revision of the registry tables, for /registry answers
     chain_height: int | None = None  # last answer of config.chain_tip
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)
@@ -43,15 +79,21 @@ class ApiContext:
     @classmethod
     def create(cls, config: RestConfig) -> ApiContext:
         pool = ReaderPool(config.db_path, config.readers)
+        tables = RegistryTables()
+        sources: list[IndexSource] = [tables]
+        for source in (config.registry, config.usd):
+            if isinstance(source, IndexRegistry | IndexUsdOracle):
+                sources.append(source)
         return cls(
             config=config,
             pool=pool,
-            watcher=IndexWatcher(pool, config.poll_interval),
+            watcher=SourceWatcher(pool, config.poll_interval, sources),
             cache=ResponseCache(config.cache_entries, config.cache_bytes),
             candles=CandleStore(config.series_tokens),
             tokens=TokenTable(),
             metrics=Metrics(),
             limiter=RateLimiter(config.rate_limit) if config.rate_limit else None,
+            registry_tables=tables,
         )
 
     def now(self) -> int:
@@ -120,8 +162,10 @@ class ApiContext:
                     if snap.tip != tip:
                         self.check_synced(snap.tip, requested_time)
                     result = await compute(snap)
-                    body = result.data if isinstance(result, RawJson) else orjson.dumps(result)
-                    return Entry(snap.tip, body, make_etag(snap.tip, key))
+                    raw = isinstance(result, RawJson)
+                    body = result.data if raw else orjson.dumps(result)
+                    gz = result.gzipped if raw else None
+                    return Entry(snap.tip, body, make_etag(snap.tip, key), gz)
 
             entry = await self.cache.compute(key, tip, make)
         large = len(entry.body) >= max(LARGE_BODY, cfg.gzip_min_size)

@@ -1,10 +1,10 @@
 """Token references: a 64-hex category or a symbol, resolved through a pluggable registry.
 
-The BCMR registry arrives with its own issue; until then the index holds no token metadata, so
-the default registry (`EmptyRegistry`) knows no symbols and every answer's name/symbol fields
-are null. A registry only has to implement `TokenRegistry` (`by_symbol`, `metadata`,
-`revision`) and be passed in `RestConfig.registry`; nothing else changes. The same goes for USD
-figures (`UsdOracle`, from the oracle feed when it lands).
+A registry implements `TokenRegistry` (`by_symbol`, `metadata`, `revision`) and is passed in
+`RestConfig.registry`; the default is the index's own (`rest.index_tokens.IndexRegistry`: the
+on-chain BCMR entries the indexer fetched). `StaticRegistry` holds a fixed set (tests,
+configuration files) and `EmptyRegistry` none. USD figures come from a `UsdOracle` the same way
+(default: the indexed BCH/USD feed, `rest.index_tokens.IndexUsdOracle`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class TokenRegistry(Protocol):
 
 
 class EmptyRegistry:
-    """No metadata: what the index offers until the registry issue lands."""
+    """No metadata: every symbol is unknown, every name null."""
 
     revision = 0
 
@@ -93,7 +93,7 @@ class UsdOracle(Protocol):
 
 
 class NoUsdOracle:
-    """No feed yet: every USD field is null."""
+    """No feed: every USD field is null."""
 
     async def usd_per_bch(self, time: int) -> float | None:
         return None

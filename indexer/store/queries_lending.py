@@ -19,6 +19,9 @@ from protocols.lending import v1, v11
 HISTORY_DEFAULT, HISTORY_MAX = 50, 200
 STATE_DEFAULT, STATE_MAX = 100, 1000
 APR_WINDOW_DEFAULT = 604_800
+NFTHS_MAX = 100  # hashes one history request may filter on
+RATIO_BUCKETS = ("<120", "120-150", "150-200", "200-300", ">=300")  # collateral ratio, percent
+_BOUNDS = (120, 150, 200, 300)
 
 
 def _check_limit(limit: int, most: int) -> None:
@@ -28,6 +31,13 @@ def _check_limit(limit: int, most: int) -> None:
 
 def _hex(b: Any) -> str | None:
     return None if b is None else bytes(b).hex()
+
+
+def _hash(text: str) -> bytes:
+    """A 64-hex NFT hash → its 32 bytes (ValueError otherwise)."""
+    if len(text) != 64:
+        raise ValueError(f"an NFT hash is 64 hex characters: {text!r}")
+    return bytes.fromhex(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +135,10 @@ async def history(
     params: list[object] = [version]
     sql = _ACTION + "WHERE version = ?"
     if nfths:
-        for h in nfths:
-            if len(h) != 64:
-                raise ValueError(f"an NFT hash is 64 hex characters: {h!r}")
+        if len(nfths) > NFTHS_MAX:
+            raise ValueError(f"at most {NFTHS_MAX} NFT hashes")
         sql += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
-        params += [bytes.fromhex(h) for h in nfths]
+        params += [_hash(h) for h in nfths]
     sql += " ORDER BY height DESC, position DESC, seq DESC LIMIT ? OFFSET ?"
     rows = await conn.execute_fetchall(sql, [*params, limit, offset])
     return [_action(r) for r in rows]
@@ -140,7 +149,7 @@ async def loan_history(
 ) -> list[ActionOut]:
     """One borrower's actions in ascending time (block order)."""
     sql = _ACTION + "WHERE borrower_hash = ?"
-    params: list[object] = [bytes.fromhex(borrower_hash)]
+    params: list[object] = [_hash(borrower_hash)]
     if version is not None:
         sql += " AND version = ?"
         params.append(version)
@@ -166,7 +175,7 @@ async def allowances(conn: aiosqlite.Connection, owner_hash: str) -> list[Allowa
         "SELECT txid, vout, owner_hash, sats, category, token_amount, height, time "
         "FROM lending_allowances WHERE owner_hash = ? AND spent_height IS NULL "
         "ORDER BY height, position, vout",
-        (bytes.fromhex(owner_hash),),
+        (_hash(owner_hash),),
     )
     return [
         AllowanceRow(
@@ -266,32 +275,57 @@ async def crankable(
     return out
 
 
+def ratio_bucket(collateral: int, price: int, owed: int) -> str:
+    """The collateral ratio's bucket: `collateral × price / 1e8` cents against `owed` cents,
+    compared exactly (no rounding), each bucket including its lower bound."""
+    value = 100 * collateral * price  # × 1e8 × percent
+    for bound, key in zip(_BOUNDS, RATIO_BUCKETS, strict=False):
+        if value < bound * v1.SATS_PER_BCH * owed:
+            return key
+    return RATIO_BUCKETS[-1]
+
+
 async def stats(
     conn: aiosqlite.Connection, version: str, price: int | None, now: int
 ) -> dict[str, Any]:
-    """Totals of the active loans: count, collateral (sats), debt (principal and with interest,
-    cents), average rate (principal weighted, bp), and the collateral ratio distribution at the
-    oracle price (percent buckets)."""
+    """Totals of the active loans: count, collateral (sats), principal and debt (principal plus
+    the interest owed at `now`, cents), the principal-weighted average rate (bp), and how many
+    loans fall in each collateral-ratio bucket at the oracle `price` (None without a price)."""
     loans = await active_loans(conn, version)
+    owed = [x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts) for x in loans]
     principal = sum(x.principal for x in loans)
-    debt = sum(x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts) for x in loans)
     weighted = sum(x.principal * x.rate_bp for x in loans)
-    buckets = {"<120": 0, "120-150": 0, "150-200": 0, "200-300": 0, ">=300": 0}
+    buckets: dict[str, int] | None = None
     if price:
-        for x in loans:
-            owed = x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts)
-            ratio = 100 * v1.collateral_value(x.collateral, price) / owed
-            key = (
-                "<120" if ratio < 120 else "120-150" if ratio < 150 else "150-200"
-                if ratio < 200 else "200-300" if ratio < 300 else ">=300"
-            )  # fmt: skip
-            buckets[key] += 1
+        buckets = dict.fromkeys(RATIO_BUCKETS, 0)
+        for x, debt in zip(loans, owed, strict=True):
+            buckets[ratio_bucket(x.collateral, price, debt)] += 1
     return {
         "loans": len(loans),
         "collateral": sum(x.collateral for x in loans),
         "principal": principal,
-        "debt": debt,
+        "debt": sum(owed),
         "average_rate": None if not principal else weighted / principal,
         "oracle_price": price,
-        "collateral_ratio": buckets if price else None,
+        "collateral_ratio": buckets,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class OraclePrice:
+    price: int  # US cents per BCH
+    time: int  # the oracle's own timestamp
+    sequence: int
+
+
+async def oracle_price(conn: aiosqlite.Connection, category: str, now: int) -> OraclePrice | None:
+    """The price a feed (display-hex category) stood at `now`: of its price updates
+    timestamped at or before `now`, the one with the highest sequence (parallel oracle UTXOs
+    may exist; the highest sequence is the current one). None without such an update."""
+    rows = await conn.execute_fetchall(
+        "SELECT price, oracle_time, sequence FROM oracle_updates WHERE category = ? "
+        "AND price IS NOT NULL AND oracle_time <= ? ORDER BY sequence DESC, oracle_time DESC "
+        "LIMIT 1",
+        (bytes.fromhex(category), now),
+    )
+    return next((OraclePrice(int(r[0]), int(r[1]), int(r[2])) for r in rows), None)

@@ -1,7 +1,103 @@
-"""Oracle endpoints (filled in by the oracle REST work)."""
+"""Oracle feeds: `/oracle/feed/<token>/history` and `/oracle/feed/closest`.
+
+A feed is named by its 64-hex token category (the oracle NFT's). Each entry is one update of
+the feed (`time` the oracle's own timestamp, `price` integer US cents per BCH, the `txid` and
+`blockhash` that carried it, its `sequence`), read by `indexer.store.queries_oracle`. A feed the
+index has no update of answers `[]` / `null`, like one that is merely quiet.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from typing import Any
 
-ROUTES: list[BaseRoute] = []
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from indexer.store import queries_oracle as qo
+from rest.db import Snapshot
+from rest.errors import ApiError
+from rest.params import MAX_INTERVALS, MAX_STEP, MIN_STEP, Query
+from rest.routes.common import context
+from rest.tokens import TOKEN_ID, parse_token_id
+
+MAX_UPDATES = 10_000  # entries of a history without stepsize
+
+_COUNT = (
+    "SELECT count(*) FROM oracle_updates WHERE category = ? AND price IS NOT NULL "
+    "AND oracle_time BETWEEN ? AND ?"
+)
+
+
+def point(p: qo.FeedPoint) -> dict[str, Any]:
+    return {
+        "time": p.time,
+        "price": p.price,
+        "txid": p.txid,
+        "blockhash": p.blockhash,
+        "sequence": p.sequence,
+    }
+
+
+def _required(query: Query, name: str) -> str:
+    text = query.get(name)
+    if text is None:
+        raise ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
+    return text
+
+
+async def history(request: Request) -> Response:
+    ctx = context(request)
+    query = Query(request.query_params, ("start", "end", "stepsize"))
+    token = parse_token_id("token", request.path_params["token"])
+    _required(query, "start")
+    start, end = query.window(ctx.now(), 0)
+    step = query.integer("stepsize", minimum=MIN_STEP, maximum=MAX_STEP)
+    if step is not None and (end - start) // step + 1 > MAX_INTERVALS:
+        raise ApiError.bad(
+            "stepsize",
+            f"{(end - start) // step + 1} intervals between start and end; at most "
+            f"{MAX_INTERVALS} (use a larger stepsize or a shorter window)",
+        )
+
+    async def compute(snap: Snapshot) -> Any:
+        if step is None:
+            rows = list(
+                await snap.conn.execute_fetchall(_COUNT, (bytes.fromhex(token), start, end))
+            )
+            if int(rows[0][0]) > MAX_UPDATES:
+                raise ApiError.bad(
+                    "stepsize",
+                    f"{rows[0][0]} updates between start and end; at most {MAX_UPDATES} without "
+                    "a stepsize (give one, or a shorter window)",
+                )
+        points = await qo.feed_history(snap.conn, token, start, end, step)
+        return [point(p) for p in points]
+
+    key = ("oracle_history", token, start, end, step)
+    return await ctx.answer(request, key, compute, requested_time=end)
+
+
+async def closest(request: Request) -> Response:
+    ctx = context(request)
+    query = Query(request.query_params, ("token_id", "timestamp"))
+    text = _required(query, "token_id")
+    if not TOKEN_ID.match(text):
+        # A malformed id names no feed: not found (as the reference API answers).
+        raise ApiError.not_found("unknown_token", "token_id: not a 64-character hex token id")
+    token = text.lower()
+    when = query.integer("timestamp")
+    timestamp = ctx.now() if when is None else when
+
+    async def compute(snap: Snapshot) -> Any:
+        found = await qo.feed_closest(snap.conn, token, timestamp)
+        return None if found is None else point(found)
+
+    key = ("oracle_closest", token, timestamp)
+    return await ctx.answer(request, key, compute, requested_time=timestamp)
+
+
+ROUTES = [
+    Route("/oracle/feed/closest", closest),
+    Route("/oracle/feed/{token}/history", history),
+]

@@ -1,7 +1,50 @@
-"""Registry endpoints (filled in by the registry REST work)."""
+"""Token registries: `/registry/token/<category>` (the on-chain BCMR entry) and
+`/registry/token/<category>/all` (every registry's entry: on-chain first, then the configured
+off-chain sources by name).
+
+Read from what the indexer's fetch job stored (`indexer.store.queries_registry`), never fetched
+here; each identity's snapshot is the one current at the index tip's time. Answers are cached
+per index version and registry-tables revision (copies arrive between blocks).
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from typing import Any
 
-ROUTES: list[BaseRoute] = []
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from indexer.store import queries_registry as qr
+from rest.db import Snapshot
+from rest.params import Query
+from rest.routes.common import context, token_id
+
+
+async def _entry(request: Request, every: bool) -> Response:
+    ctx = context(request)
+    Query(request.query_params, ())
+    category = await token_id(ctx, request.path_params["category"], "category")
+
+    async def compute(snap: Snapshot) -> Any:
+        now = snap.tip.max_time
+        if every:
+            return await qr.all_entries(snap.conn, category, now)
+        return await qr.onchain_entry(snap.conn, category, now)
+
+    key = ("registry_all" if every else "registry", category, ctx.registry_tables.revision)
+    return await ctx.answer(request, key, compute)
+
+
+async def entry(request: Request) -> Response:
+    return await _entry(request, every=False)
+
+
+async def all_entries(request: Request) -> Response:
+    return await _entry(request, every=True)
+
+
+ROUTES = [
+    Route("/registry/token/{category}", entry),
+    Route("/registry/token/{category}/all", all_entries),
+]

@@ -44,6 +44,8 @@ def value_strategy(world: World, name: str, valid: bool) -> st.SearchStrategy[st
         "end": "time",
         "timestamp": "time",
         "search_query": "q",
+        "category": "token",
+        "token_id": "token",
     }.get(name, name)
     if valid and kind in known:
         return st.sampled_from(known[kind])

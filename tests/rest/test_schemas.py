@@ -125,7 +125,11 @@ async def test_every_endpoint_answers_with_its_documented_shape(
             covered.add(path)
             if isinstance(body, list | dict):
                 assert body, f"{url}: an empty answer proves little"
-    assert covered | {"/metrics"} == set(document()["paths"])
+    # The lending, oracle and registry endpoints answer from their own scenarios:
+    # tests/rest/test_lending.py, test_oracle.py and test_registry.py.
+    own = ("/lending/", "/oracle/", "/registry/")
+    elsewhere = {p for p in document()["paths"] if p.startswith(own)}
+    assert covered | {"/metrics"} | elsewhere == set(document()["paths"])
 
 
 async def test_a_response_with_an_extra_field_would_fail() -> None:
