@@ -34,7 +34,7 @@ from router.errors import bad_request, insufficient_funds, route_failed, slippag
 from router.params import BuildRequest, FundingInput, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, POOL_INPUT_SIZE, PoolBook, pool_output_size
 from router.quotes import Quote, quote
-from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST
+from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST, HopFootprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +267,15 @@ def _assemble(
     return tx, sources
 
 
-def build(book: PoolBook, request: BuildRequest, config: RouterConfig) -> BuildResult:
-    """Route, fund, assemble and gate one `tx.build` request (RouterError on any failure)."""
+def build(
+    book: PoolBook,
+    request: BuildRequest,
+    config: RouterConfig,
+    *,
+    trace: list[HopFootprint] | None = None,
+) -> BuildResult:
+    """Route, fund, assemble and gate one `tx.build` request (RouterError on any failure).
+    `trace` collects the footprint of every hop routed (see `route.footprint_holds`)."""
     req = request.quote
     sold, bought = _category(req.sell), _category(req.buy)
     usable, left_out = usable_funding(request.funding, sold, bought)
@@ -280,7 +287,7 @@ def build(book: PoolBook, request: BuildRequest, config: RouterConfig) -> BuildR
         )
     n_funding = 1 if sold is None else 2
     for _ in range(4):
-        q = quote(book, req, config, funding_inputs=n_funding)
+        q = quote(book, req, config, funding_inputs=n_funding, trace=trace)
         if req.exact_in and request.min_output is not None and q.output_amount < request.min_output:
             raise slippage(
                 f"the route delivers {q.output_amount}, below min_output {request.min_output}",

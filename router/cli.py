@@ -5,6 +5,10 @@ Same code path as the daemon (`parse_*_params` → `quote` / `build`), so integr
 what the router would answer. Output is JSON on stdout. A routing error prints
 `{"error": {"code", "message", "data"?}}` on stdout and exits 1; an unreadable file or a bad
 argument is one line on stderr and exit 2.
+
+`ladle router` syncs the index first (the router must not answer from a half-built book), then
+prints a line for people and one `LADLE_READY {"router": url, "height": h, "pools": n}` line for
+scripts, like `ladle up`, and serves until SIGINT/SIGTERM (exit 0). Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 from typing import Any
@@ -26,6 +29,7 @@ from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 
 EXIT_ROUTING = 1
+READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
 EXIT_USAGE = 2
 
 
@@ -206,7 +210,9 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
         if stopping.is_set():
             return 0
         server = await start_router(snapshot, config, args.host, args.port, limits)
-        print(f"router: {server.url} ({len(snapshot)} live pools)", flush=True)
+        ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
+        print(f"router: {server.url} ({len(snapshot)} live pools)")
+        print(f"{READY} {orjson.dumps(ready_doc).decode()}", flush=True)
         stop = asyncio.create_task(stopping.wait())
         await asyncio.wait({indexer, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
@@ -227,6 +233,7 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
 def cmd_router(args: argparse.Namespace) -> int:
     """Serve the router over a live index of `--electrum` (database `--db`)."""
     from indexer.cli import config_from_args
+    from indexer.follow.logs import configure_logging
 
     try:
         config = RouterConfig(
@@ -235,9 +242,13 @@ def cmd_router(args: argparse.Namespace) -> int:
         config_from_args(args)
         if args.max_connections < 1 or not args.rate > 0:
             raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port must be from 0 to 65535, got {args.port}")
+        if args.exit_at_tip:
+            raise ValueError("--exit-at-tip: the router follows the chain; use `ladle index`")
     except ValueError as exc:
         return _usage(str(exc))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_format, args.log_level.upper())
     try:
         return asyncio.run(_run_router(args, config))
     except Exception as exc:

@@ -214,7 +214,7 @@ class RouterDaemon:
                 tokens = {c.token for c in changes}
                 try:
                     self.live.current()  # rebuild + prewarm even with no subscriber
-                    self.subscriptions.on_change(tokens)
+                    await self.subscriptions.on_change_async(tokens)
                 except Exception:
                     log.exception("re-routing after a snapshot change failed")
         finally:
@@ -250,14 +250,16 @@ class RouterDaemon:
     # --- one request ----------------------------------------------------------------------------
 
     def dispatch(self, session: _Session, message: str | bytes) -> bytes:
-        """One frame → its reply (always one, even to garbage: a client must learn why)."""
+        """One frame → its reply (always one, even to garbage: a client must learn why). Every
+        frame counts toward the rate, garbage included, so bad frames cannot be sent for free."""
+        malformed: orjson.JSONDecodeError | None = None
         try:
             doc = orjson.loads(message)
         except orjson.JSONDecodeError as exc:
-            return _error(None, bad_request(f"malformed JSON: {exc}"))
+            doc, malformed = None, exc
         req_id = doc.get("id") if isinstance(doc, dict) else None
         if isinstance(req_id, (dict, list)):
-            return _error(None, bad_request("id must be a string, a number or null"))
+            req_id = None
         wait = session.bucket.take()
         if wait:
             return _error(
@@ -269,8 +271,12 @@ class RouterDaemon:
                 ),
             )
         try:
+            if malformed is not None:
+                raise bad_request(f"malformed JSON: {malformed}")
             if not isinstance(doc, dict):
                 raise bad_request("a request must be a JSON object {id, method, params}")
+            if isinstance(doc.get("id"), (dict, list)):
+                raise bad_request("id must be a string, a number or null")
             method = doc.get("method")
             if not isinstance(method, str):
                 raise bad_request("method must be a string", field="method")

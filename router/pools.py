@@ -260,3 +260,19 @@ class PoolBook:
         value = factory()
         with self._lock:
             return self._memo.setdefault(key, value)  # type: ignore[return-value]
+
+
+def changed_pools(old: PoolBook, new: PoolBook, token_id: str) -> list[tuple[str, int]]:
+    """Outpoints of `token_id`'s pools that differ between two books: gone, new, or with
+    another state (a pool the live book kept is the same object, so this is mostly `is`)."""
+    a, b = old.pools(token_id), new.pools(token_id)
+    if a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))):
+        return []
+    before = {p.key: p for p in a}
+    after = {p.key: p for p in b}
+    changed: list[tuple[str, int]] = []
+    for key in before.keys() | after.keys():
+        x, y = before.get(key), after.get(key)
+        if x is not y and x != y:
+            changed.append(key)
+    return sorted(changed)

@@ -24,6 +24,7 @@ from router.route import (
     FUNDING_INPUT_WORST,
     Direction,
     Hop,
+    HopFootprint,
     Leg,
     max_pools_for,
     solve_hop,
@@ -146,9 +147,11 @@ def quote(
     *,
     funding_inputs: int | None = None,
     max_pools: int | None = None,
+    trace: list[HopFootprint] | None = None,
 ) -> Quote:
     """Route `request` over `book`. `funding_inputs` (default: 1, or 2 when selling a token)
-    sizes the standard-size cap and the miner fee estimate; `max_pools` overrides the cap."""
+    sizes the standard-size cap and the miner fee estimate; `max_pools` overrides the cap;
+    `trace` collects each hop's footprint (see `route.footprint_holds`)."""
     sell, buy, amount, exact_in = request.sell, request.buy, request.amount, request.exact_in
     fee_per_byte = request.fee_per_byte or config.fee_per_byte
     if funding_inputs is None:
@@ -168,6 +171,7 @@ def quote(
             exact_in=exact,
             fee_per_byte=fee_per_byte,
             max_pools=limit,
+            trace=trace,
         )
 
     sat_fee_min = dust_threshold(_fee_output(config, None, 0))

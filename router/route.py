@@ -29,7 +29,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -156,6 +156,7 @@ class _Model:
 
     __slots__ = (
         "_plans",
+        "_position",
         "a",
         "b",
         "by_depth",
@@ -212,6 +213,13 @@ class _Model:
         self.neg_vmax = [-v for v in self.vmax]  # ascending, for bisect
         self.neg_depth = [-self.cap_out[i] for i in self.by_depth]
         self._plans: dict[float, _Plan] = {}
+        self._position: dict[tuple[str, int], int] | None = None
+
+    def position(self, key: tuple[str, int]) -> int | None:
+        """The model index of the pool with outpoint `key` (None: not usable this way)."""
+        if self._position is None:
+            self._position = {p.key: i for i, p in enumerate(self.pools)}
+        return self._position.get(key)
 
     def __len__(self) -> int:
         return len(self.pools)
@@ -224,7 +232,7 @@ class _Model:
             enter = _entry_points(self, cost)
             order = sorted(range(len(self)), key=enter.__getitem__, reverse=True)
             order = [i for i in order if enter[i] > 0.0]
-            plan = _Plan(cost, order, [enter[i] for i in order])
+            plan = _Plan(cost, order, [enter[i] for i in order], min(cost, default=0.0), enter)
             if len(self._plans) >= 8:
                 self._plans.clear()
             self._plans[fee_per_byte] = plan
@@ -353,6 +361,8 @@ class _Plan:
     cost: list[float]  # sats of miner fee each pool's bytes cost
     order: list[int]  # pools by descending entry point (only those that ever pay for bytes)
     enter: list[float]  # their entry points, aligned with `order`
+    min_cost: float  # the cheapest pool's byte cost: bounds every pool's value from above
+    enter_at: list[float]  # every pool's entry point, by model index (≤ 0: never admitted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -666,15 +676,39 @@ def _solve(
     return saturated, min((m.vmin[i] for i in members), default=0.0)
 
 
+@dataclass(slots=True)
+class _Reach:
+    """How far a split looked: the pools the sweep admitted, and the entry point at or above
+    which a pool would have been admitted too (below it, a pool cannot change the split).
+    `exact` is False when a fallback made the outcome depend on every pool."""
+
+    members: list[int] = field(default_factory=list)
+    threshold: float = _INF
+    exact: bool = True
+
+
 def _split(
-    m: _Model, amount: int, exact_in: bool, plan: _Plan, max_pools: int
+    m: _Model, amount: int, exact_in: bool, plan: _Plan, max_pools: int, reach: _Reach
 ) -> tuple[list[tuple[int, int, int]], float] | None:
-    """The continuous split made exact; None if the pools cannot fill the order."""
+    """The continuous split made exact; None if the pools cannot fill the order. Fills
+    `reach` (see `_Reach`)."""
     if not plan.order:
+        reach.exact = False
         return None
     # Past twice the pool cap the cap will cut the set anyway: stop admitting there.
     fill = _sweep(m, plan.order, plan.enter, m.by_vmin, float(amount), exact_in, 2 * max_pools)
     members = fill.members
+    reach.members = list(members)
+    if fill.jumped and members:
+        # Stopped on admitting the last member (entry points descend): a pool entering at or
+        # above its entry point would have come before it.
+        reach.threshold = plan.enter_at[members[-1]]
+    elif fill.v > 0.0:
+        # Every member entered above v; a pool entering below it meets a breakpoint where
+        # the members already fill the order, which leaves v as it is.
+        reach.threshold = fill.v
+    else:
+        reach.exact = False
     if fill.jumped or fill.v <= 0.0:
         alloc, v = _solve(m, members, amount, exact_in)
     else:
@@ -687,6 +721,7 @@ def _split(
         alloc, v = _solve(m, members, amount, exact_in)
         if not exact_in and sum(y for _, _, y in alloc) < amount - len(alloc):
             # The order needs capacity: try the deepest pools instead.
+            reach.exact = False
             members = m.by_depth[:max_pools]
             alloc, v = _solve(m, members, amount, exact_in)
     while True:
@@ -740,62 +775,122 @@ def _absorb(
     return sorted([leg if leg[0] != best[0] else best for leg in legs])
 
 
+def _single(
+    m: _Model, i: int, amount: int, exact_in: bool, cost: Sequence[float], v: float, lenient: bool
+) -> _Candidate | None:
+    """Pool i alone taking the whole order, if it can."""
+    if exact_in:
+        if amount > _input_limit(m.pools[i], m.direction):
+            return None
+        out = m.out_for_in(i, amount)
+        if out < 1:
+            return None
+        if not lenient and amount > m.in_cap(i):
+            return None  # the pool would be paid for output it cannot give
+        legs: tuple[tuple[int, int, int], ...] = ((i, amount, out),)
+    else:
+        if amount > m.out_cap(i):
+            return None
+        legs = ((i, m.in_for_out(i, amount), amount),)
+    return _Candidate(legs, _value(m, legs, exact_in, cost, v))
+
+
+def _single_rate_floor(m: _Model, amount: int, exact_in: bool, need: float) -> float:
+    """The least v_max² a pool needs for its exact single-pool trade to reach `need`: output
+    ≥ need (exact in) or input ≤ need (exact out); `_INF` if none can. From the contract's
+    integer formulas (T, X the pool's reserves, r = v_max²):
+
+    buy, in D sats:      out = ⌊T·D'/(X + D')⌋ ≤ r·D'/γ        (D' = D − ⌊3D/1000⌋)
+    sell, in s tokens:   out ≤ φ·⌊X·s/(T + s)⌋ + 999/1003 ≤ r·s + 0.9961
+    buy, out y tokens:   in ≥ (⌈X·y/(T − y)⌉ − 1)/γ ≥ y/r − 1/γ
+    sell, out y sats:    in ≥ T·y'/X = φ·y'/r                     (y' = y + ⌊3y/1000⌋)
+
+    Each bound grows (output) or shrinks (input) with r, so the pools that can reach `need`
+    are a prefix of the model's v_max order. Margins cover float error."""
+    lo, hi = 1.0 - 1e-9, 1.0 + 1e-9
+    fee = amount * 3 // 1000
+    if exact_in:
+        if m.direction is Direction.BUY:
+            net = amount - fee
+            return max(0.0, (need - 1e-9) / hi * GAMMA / net) if net > 0 else _INF
+        return max(0.0, ((need - 1e-9) / hi - 0.9961) / amount)
+    if need <= 0.0:
+        return _INF
+    if m.direction is Direction.BUY:
+        room = (need + 1e-9) / lo + 1.0031
+        return amount / room
+    return PHI * (amount + fee) / ((need + 1e-9) / lo)
+
+
 def _best_single(
     m: _Model,
     amount: int,
     exact_in: bool,
-    cost: Sequence[float],
+    plan: _Plan,
     v: float,
     floor: float,
     *,
     lenient: bool = False,
 ) -> _Candidate | None:
     """The best one-pool route if it beats `floor` (the split's value), so a split never
-    loses to a single pool through rounding. Only pools whose best case can beat `floor` are
-    tried: a prefix of the pools by v_max (rate bound) or by depth (capacity bound),
-    whichever is shorter."""
+    loses to a single pool through rounding.
+
+    Only pools whose best case can beat the best value so far are tried: outputs and inputs
+    are whole units and each pool's value is at most its bound less the cheapest byte cost,
+    so the candidates are a short prefix of the pools by v_max (rate bound, re-tightened as
+    the best value rises) or by depth (capacity bound), whichever is shorter. Ties keep the
+    first pool in that order."""
     n = len(m)
+    cost = plan.cost
+    out_conv = v * v if m.direction is Direction.BUY else 1.0  # byte sats → output units
+    in_conv = 1.0 if m.direction is Direction.BUY else (1.0 / (v * v) if v > 0 else 0.0)
+    conv = out_conv if exact_in else in_conv
+    mc = plan.min_cost * conv
+
+    def need_of(target: float) -> float:
+        """Whole units a pool must reach to beat `target`: out ≥ need (exact in), or paid
+        ≤ need (exact out)."""
+        if target == -_INF:
+            return -_INF if exact_in else _INF
+        if exact_in:
+            return math.floor(target + mc) + 1.0
+        return math.ceil(-target - mc) - 1.0
+
+    need = need_of(floor)
     if exact_in:
-        # out ≤ v_max²·(amount + 2) + 2 and out ≤ cap_out + 1
-        rate_floor = max(0.0, (floor - 2.0) / (amount + 2))
-        depth_floor = floor - 1.0
+        rate_floor = _single_rate_floor(m, amount, True, need) if need > -_INF else 0.0
+        depth_floor = need - 1.0 - 1e-9  # out ≤ cap_out + 1
     else:
-        # paid ≥ (amount − 1) / v_max² − 2 (a fee floor can save one output unit) and
-        # amount ≤ cap_out + 1
-        cost_floor = -floor + 2.0
-        rate_floor = (amount - 1) / cost_floor if cost_floor > 0 else _INF
-        depth_floor = amount - 1.0
-    by_rate = bisect_left(m.neg_vmax, -math.sqrt(rate_floor)) if rate_floor < _INF else 0
+        rate_floor = _single_rate_floor(m, amount, False, need) if need < _INF else 0.0
+        depth_floor = amount - 1.0 - 1e-9  # amount ≤ cap_out + 1
+    if rate_floor >= _INF:
+        return None
+    by_rate = bisect_left(m.neg_vmax, -math.sqrt(rate_floor) * (1.0 - 1e-12))
     by_depth = bisect_left(m.neg_depth, -depth_floor) if depth_floor > -_INF else n
-    if by_rate <= by_depth:
-        candidates: Iterable[int] = range(by_rate)
-    else:
-        candidates = m.by_depth[:by_depth]
+    in_rate_order = by_rate <= by_depth
+    # Model (v_max) order either way, so ties go to the same pool whichever prefix is used.
+    candidates: Sequence[int] = range(by_rate) if in_rate_order else sorted(m.by_depth[:by_depth])
     best: _Candidate | None = None
     target = floor
-    out_conv = v * v if m.direction is Direction.BUY else 1.0  # byte sats → output units
+    stop = rate_floor
+    vmax = m.vmax
     for i in candidates:
+        if in_rate_order and vmax[i] * vmax[i] * (1.0 + 1e-9) < stop:
+            break  # sorted by v_max: no later pool can beat the best value so far
         if exact_in:
-            if m.single_bound(i, amount) - cost[i] * out_conv <= target:
+            if math.floor(m.single_bound(i, amount)) - cost[i] * conv <= target:
                 continue
-            if amount > _input_limit(m.pools[i], m.direction):
-                continue
-            out = m.out_for_in(i, amount)
-            if out < 1:
-                continue
-            legs: tuple[tuple[int, int, int], ...] = ((i, amount, out),)
-            if _value(m, legs, exact_in, cost, v) <= target:
-                continue
-            if not lenient and amount > m.in_cap(i):
-                continue  # the pool would be paid for output it cannot give
         else:
-            if m.single_cost_bound(i, amount) >= -target or amount > m.out_cap(i):
+            bound = m.single_cost_bound(i, amount)
+            if bound >= _INF or math.ceil(bound) + cost[i] * conv >= -target:
                 continue
-            legs = ((i, m.in_for_out(i, amount), amount),)
-        value = _value(m, legs, exact_in, cost, v)
-        if value > target:
-            best = _Candidate(legs, value)
+        found = _single(m, i, amount, exact_in, cost, v, lenient)
+        if found is not None and found.value > target:
+            best = found
+            value = found.value
             target = value
+            if in_rate_order:
+                stop = _single_rate_floor(m, amount, exact_in, need_of(target))
     return best
 
 
@@ -804,6 +899,25 @@ def _input_limit(pool: Pool, direction: Direction) -> int:
     if direction is Direction.BUY:
         return MAX_SATS - pool.sats
     return MAX_TOKEN_AMOUNT - pool.tokens
+
+
+@dataclass(frozen=True, slots=True)
+class HopFootprint:
+    """What one `solve_hop` call's outcome depends on, so a snapshot change can be shown not
+    to move it without routing again (`footprint_holds`): the pools the split admitted or
+    the route trades, the entry point a pool must reach to join the split, and the route's
+    value, which a changed pool trading alone must not reach."""
+
+    token_id: str
+    direction: Direction
+    amount: int
+    exact_in: bool
+    fee_per_byte: float
+    used: frozenset[tuple[str, int]]
+    threshold: float
+    value: float
+    v: float
+    exact: bool  # False: the outcome depends on every pool (a fallback, or an error)
 
 
 def solve_hop(
@@ -815,42 +929,107 @@ def solve_hop(
     exact_in: bool,
     fee_per_byte: float,
     max_pools: int,
+    trace: list[HopFootprint] | None = None,
 ) -> Hop:
     """The best exact route for one token and direction.
 
     `amount` is the exact input (exact_in) or output; `fee_per_byte` prices each pool's bytes
     (0 for a pure price optimum); at most `max_pools` pools. RouterError(route_failed) if the
-    token has no usable pool or the pools cannot fill the order in one transaction.
+    token has no usable pool or the pools cannot fill the order in one transaction. `trace`,
+    if given, receives the call's `HopFootprint` (also when it fails).
     """
-    if amount < 1:
-        raise route_failed("the amount to trade must be at least 1")
-    if max_pools < 1:
-        raise route_failed("no room for a single pool in one standard transaction")
-    m = _model(book, token_id, direction)
-    if not len(m):
-        raise route_failed(f"no usable pools for token {token_id}", token_id=token_id)
-    plan = m.plan(fee_per_byte)
-    cost = plan.cost
-    split = _split(m, amount, exact_in, plan, max_pools)
-    if split is not None:
-        legs, v = split
-        chosen = _Candidate(tuple(legs), _value(m, legs, exact_in, cost, v))
-    else:
-        chosen = None
-        v = m.vmax[0]
-    single = _best_single(m, amount, exact_in, cost, v, chosen.value if chosen else -_INF)
-    if single is not None:
-        chosen = single
-    if chosen is None and exact_in:
-        usable = sum(m.in_cap(i) for i in range(len(m)))
-        if amount <= usable:
-            # Within what the pools can use, but only by leaving a rounding remainder that
-            # buys nothing: let one pool take all of it.
-            chosen = _best_single(m, amount, exact_in, cost, v, -_INF, lenient=True)
-    if chosen is None:
-        raise _cannot_fill(m, token_id, direction, amount, exact_in, max_pools)
-    legs_out = tuple(m.leg(i, x, y) for i, x, y in chosen.legs)
-    return Hop(token_id, direction, legs_out)
+    reach = _Reach()
+    chosen: _Candidate | None = None
+    v = 0.0
+    m: _Model | None = None
+    try:
+        if amount < 1:
+            raise route_failed("the amount to trade must be at least 1")
+        if max_pools < 1:
+            raise route_failed("no room for a single pool in one standard transaction")
+        m = _model(book, token_id, direction)
+        if not len(m):
+            raise route_failed(f"no usable pools for token {token_id}", token_id=token_id)
+        plan = m.plan(fee_per_byte)
+        cost = plan.cost
+        split = _split(m, amount, exact_in, plan, max_pools, reach)
+        if split is not None:
+            legs, v = split
+            chosen = _Candidate(tuple(legs), _value(m, legs, exact_in, cost, v))
+        else:
+            reach.exact = False
+            v = m.vmax[0]
+        single = _best_single(m, amount, exact_in, plan, v, chosen.value if chosen else -_INF)
+        if single is not None:
+            chosen = single
+        if chosen is None and exact_in:
+            reach.exact = False
+            usable = sum(m.in_cap(i) for i in range(len(m)))
+            if amount <= usable:
+                # Within what the pools can use, but only by leaving a rounding remainder
+                # that buys nothing: let one pool take all of it.
+                chosen = _best_single(m, amount, exact_in, plan, v, -_INF, lenient=True)
+        if chosen is None:
+            raise _cannot_fill(m, token_id, direction, amount, exact_in, max_pools)
+        legs_out = tuple(m.leg(i, x, y) for i, x, y in chosen.legs)
+        return Hop(token_id, direction, legs_out)
+    finally:
+        if trace is not None:
+            used: set[tuple[str, int]] = set()
+            if m is not None:
+                used.update(m.pools[i].key for i in reach.members)
+                if chosen is not None:
+                    used.update(m.pools[i].key for i, _, _ in chosen.legs)
+            trace.append(
+                HopFootprint(
+                    token_id,
+                    direction,
+                    amount,
+                    exact_in,
+                    fee_per_byte,
+                    frozenset(used),
+                    reach.threshold,
+                    chosen.value if chosen is not None else -_INF,
+                    v,
+                    reach.exact and chosen is not None,
+                )
+            )
+
+
+def footprint_holds(
+    fp: HopFootprint, old: PoolBook, new: PoolBook, changed: Iterable[tuple[str, int]]
+) -> bool:
+    """True when the hop `fp` records (routed on `old`) provably routes the same on `new`,
+    whose pools of `fp.token_id` differ from `old`'s only in the outpoints `changed`.
+
+    Sufficient, not necessary: no changed pool was admitted by the split or traded by the
+    route; none enters (before or after the change) at or above the split's threshold, so
+    the sweep meets the same breakpoints in the same order (model order among the others is
+    unchanged: a stable sort); and none, as changed, alone reaches the route's value (the
+    best-single check could pick it, ties included). Everything else the hop does depends on
+    the admitted pools only."""
+    if not fp.exact:
+        return False
+    keys = list(changed)
+    if not keys:
+        return True
+    if any(k in fp.used for k in keys):
+        return False
+    margin = 1e-9 * max(1.0, abs(fp.value))
+    for book, is_new in ((old, False), (new, True)):
+        m = _model(book, fp.token_id, fp.direction)
+        plan = m.plan(fp.fee_per_byte)
+        for key in keys:
+            i = m.position(key)
+            if i is None:
+                continue  # not in the book, or unusable this way: never admitted
+            if plan.enter_at[i] > 0.0 and plan.enter_at[i] >= fp.threshold:
+                return False
+            if is_new:
+                alone = _single(m, i, fp.amount, fp.exact_in, plan.cost, fp.v, lenient=False)
+                if alone is not None and alone.value >= fp.value - margin:
+                    return False
+    return True
 
 
 def _cannot_fill(

@@ -8,13 +8,20 @@ new book. A push goes out only when the outcome changed:
 - `route.subscribe`: the quote's legs or amounts differ (not just the snapshot version).
 
 Identical orders (same params, byte for byte after canonical JSON) are routed once and share
-the result: a thousand wallets watching the same order cost one build per change. Each push is
+the result: a thousand wallets watching the same order cost one build per change. Distinct
+orders are routed again only when the change could move them: each routing records the
+footprint of its hops (`route.HopFootprint`: the pools the split admitted or traded, the
+entry point a pool must reach to join, the route's value); a change whose pools all stay
+outside it provably leaves the transaction as it was, so the order is not routed at all
+(`route.footprint_holds`). Errors have no footprint: an order in error is routed on every
+change of its tokens. Each push is
 handed to the subscriber's `deliver` callback as ready-made bytes; the daemon keeps only the
 latest one per subscription (see `daemon.Outbox`), so a slow subscriber never queues pushes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import secrets
@@ -29,8 +36,9 @@ from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError, build_failed
 from router.params import BuildRequest, QuoteRequest, RouterConfig
-from router.pools import BCH, PoolBook
+from router.pools import BCH, PoolBook, changed_pools
 from router.quotes import quote
+from router.route import HopFootprint, footprint_holds
 
 log = logging.getLogger("router.subscriptions")
 
@@ -56,6 +64,8 @@ class _Group:
     members: dict[str, Deliver] = field(default_factory=dict)
     fingerprint: bytes | None = None  # what "changed" compares: tx bytes, legs, or the error
     body: bytes = b""  # the push's `"result": …` or `"error": …` member, serialized once
+    book: PoolBook | None = None  # the book the outcome holds for
+    footprints: tuple[HopFootprint, ...] | None = None  # None: route again on any change
 
 
 def _tokens(request: QuoteRequest) -> frozenset[str]:
@@ -70,16 +80,21 @@ _UNSTABLE = ("snapshot_version", "index_height")
 
 
 def evaluate(
-    kind: Kind, request: BuildRequest | QuoteRequest, book: PoolBook, config: RouterConfig
+    kind: Kind,
+    request: BuildRequest | QuoteRequest,
+    book: PoolBook,
+    config: RouterConfig,
+    trace: list[HopFootprint] | None = None,
 ) -> tuple[bytes, bytes]:
     """(fingerprint, body) of the order on `book`: the body is the push's result or error
-    member as JSON bytes; equal fingerprints mean nothing a client acts on has changed."""
+    member as JSON bytes; equal fingerprints mean nothing a client acts on has changed.
+    `trace` collects the footprints of the hops routed."""
     try:
         if isinstance(request, BuildRequest):
-            result = build(book, request, config)
+            result = build(book, request, config, trace=trace)
             doc = result.to_json()
             return b"tx:" + result.tx.to_bytes(), b'"result":' + orjson.dumps(doc)
-        q = quote(book, request, config)
+        q = quote(book, request, config, trace=trace)
         doc = q.to_json()
         stable = {k: v for k, v in doc.items() if k not in _UNSTABLE}
         return b"route:" + orjson.dumps(stable), b'"result":' + orjson.dumps(doc)
@@ -115,6 +130,8 @@ class Subscriptions:
         self._by_token: dict[str, set[tuple[Kind, bytes]]] = {}
         self._counter = itertools.count(1)
         self._salt = secrets.token_hex(4)
+        self.routed = 0  # orders routed again after a change (for tests and benchmarks)
+        self.skipped = 0  # … and shown unchanged by their footprint instead
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -137,9 +154,7 @@ class Subscriptions:
         group = self._groups.get(key)
         if group is None:
             group = _Group(kind, request, _tokens(_quote_of(request)))
-            group.fingerprint, group.body = evaluate(
-                kind, request, self._live.current(), self._config
-            )
+            self._evaluate(group, self._live.current())
             self._groups[key] = group
             for token in group.tokens:
                 self._by_token.setdefault(token, set()).add(key)
@@ -170,27 +185,96 @@ class Subscriptions:
         for sub_id in list(sub_ids):
             self.remove(sub_id)
 
-    def on_change(self, tokens: Iterable[str]) -> int:
-        """Re-route every order trading one of `tokens`; returns how many pushes went out."""
+    def _evaluate(self, group: _Group, book: PoolBook) -> bool:
+        """Route `group`'s order on `book`; True if the outcome changed."""
+        trace: list[HopFootprint] = []
+        fingerprint, body = evaluate(group.kind, group.request, book, self._config, trace)
+        group.book = book
+        group.footprints = None if fingerprint.startswith(b"error:") else tuple(trace)
+        if fingerprint == group.fingerprint:
+            return False
+        group.fingerprint, group.body = fingerprint, body
+        return True
+
+    def _unmoved(self, group: _Group, book: PoolBook, diffs: _Diffs) -> bool:
+        """Does `group`'s outcome provably hold on `book` too (no routing needed)?"""
+        old = group.book
+        if old is None or group.footprints is None:
+            return False
+        if old is book:
+            return True
+        for fp in group.footprints:
+            if not footprint_holds(fp, old, book, diffs.get(old, book, fp.token_id)):
+                return False
+        return True
+
+    def _refresh(self, key: tuple[Kind, bytes], book: PoolBook, diffs: _Diffs) -> int | None:
+        """Bring one group up to `book`: None if it was shown unchanged without routing,
+        else how many pushes went out."""
+        group = self._groups.get(key)
+        if group is None:
+            return 0
+        if self._unmoved(group, book, diffs):
+            group.book = book
+            self.skipped += 1
+            return None
+        self.routed += 1
+        if not self._evaluate(group, book):
+            return 0
+        for sub_id, deliver in list(group.members.items()):
+            deliver(sub_id, push_message(group.kind, sub_id, group.body))
+        return len(group.members)
+
+    def _affected(self, tokens: Iterable[str]) -> list[tuple[Kind, bytes]]:
         keys: set[tuple[Kind, bytes]] = set()
         for token in tokens:
             keys |= self._by_token.get(token, set())
+        return list(keys)
+
+    def on_change(self, tokens: Iterable[str]) -> int:
+        """Bring every order trading one of `tokens` up to the current book (routing again
+        only those the change could move); returns how many pushes went out."""
+        keys = self._affected(tokens)
         if not keys:
             return 0
         book = self._live.current()
-        pushed = 0
+        diffs = _Diffs()
+        return sum(self._refresh(key, book, diffs) or 0 for key in keys)
+
+    async def on_change_async(self, tokens: Iterable[str], batch: int = 16) -> int:
+        """`on_change`, yielding to the event loop after every `batch` orders routed, so a
+        change that moves many orders does not starve other requests."""
+        keys = self._affected(tokens)
+        if not keys:
+            return 0
+        book = self._live.current()
+        diffs = _Diffs()
+        pushed = routed = 0
         for key in keys:
-            group = self._groups.get(key)
-            if group is None:
+            n = self._refresh(key, book, diffs)
+            if n is None:
                 continue
-            fingerprint, body = evaluate(group.kind, group.request, book, self._config)
-            if fingerprint == group.fingerprint:
-                continue
-            group.fingerprint, group.body = fingerprint, body
-            for sub_id, deliver in list(group.members.items()):
-                deliver(sub_id, push_message(group.kind, sub_id, body))
-                pushed += 1
+            pushed += n
+            routed += 1
+            if routed % batch == 0:
+                await asyncio.sleep(0)
         return pushed
+
+
+class _Diffs:
+    """`changed_pools` per (old book, token), computed once per change for all groups."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, str], list[tuple[str, int]]] = {}
+        self._books: list[PoolBook] = []  # keeps ids valid while cached
+
+    def get(self, old: PoolBook, new: PoolBook, token: str) -> list[tuple[str, int]]:
+        key = (id(old), token)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = changed_pools(old, new, token)
+            self._books.append(old)
+        return found
 
 
 def canonical_params(params: Any) -> bytes:

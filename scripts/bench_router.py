@@ -12,9 +12,12 @@ WebSockets, so every latency includes JSON framing and the loopback round trip.
    continuous optimum (water-filling, tests/router/helpers.py) on the pools, for the same net
    input; ceiling: a no-op `ping` round trip.
 2. `tx.build` requests/s over 1 and 100 concurrent connections (the 10-pool order).
-3. From a snapshot change (a pending trade on a pool the route uses) to the push reaching
-   1,000 `tx.subscribe` subscribers (10 connections × 100): with identical orders (routed
-   once, shared) and with 1,000 distinct orders.
+3. From a snapshot change (a pending trade on one pool of the 2,000-pool token) to 1,000
+   `tx.subscribe` subscribers (10 connections × 100) being up to date: identical orders
+   (routed once, shared) with a pool of the route traded; 1,000 distinct orders with a pool
+   no route uses traded (the common case: no order can move, none is routed again, no push);
+   1,000 distinct orders with a pool every route uses traded (the worst case: 1,000 builds
+   and 1,000 pushes).
 """
 
 from __future__ import annotations
@@ -154,12 +157,20 @@ async def throughput(server: RouterServer, params: Any, conns: int, seconds: flo
     return done / (time.perf_counter() - t0)
 
 
-async def push_latency(server: RouterServer, snap: PoolSnapshot, distinct: bool) -> float:
+async def push_latency(
+    server: RouterServer, snap: PoolSnapshot, distinct: bool, in_route: bool = True
+) -> dict[str, float]:
+    """Subscribe 1,000 orders (10 connections × 100), then let one pool of the 2,000-pool token
+    trade. `in_route`: a pool every route uses (each order must be routed again and pushed);
+    else a pool no route uses (the realistic case: most trades touch other pools), where the
+    time is until every subscription is settled, pushed or shown unchanged."""
+    subs = server.daemon.subscriptions
     conns = []
     for _ in range(10):
         conns.append(await connect(server.url, max_size=None))
     amount = 200_000
     first: dict[str, Any] = {}
+    used: set[tuple[str, int]] = set()
     for ci, ws in enumerate(conns):
         for j in range(100):
             k = ci * 100 + j
@@ -168,27 +179,49 @@ async def push_latency(server: RouterServer, snap: PoolSnapshot, distinct: bool)
             await ws.recv()  # the reply
             push = orjson.loads(await ws.recv())
             first = push["params"]["result"]
-    leg = first["route"]["pools"][0]
-    old = snap.pool(OutPoint.from_hex(leg["txid"], leg["tx_pos"]))
+            used.update((leg["txid"], leg["tx_pos"]) for leg in first["route"]["pools"])
+    if in_route:
+        leg = first["route"]["pools"][0]
+        old = snap.pool(OutPoint.from_hex(leg["txid"], leg["tx_pos"]))
+    else:
+        others = sorted(
+            (p for p in snap.pools(BIG) if (p.txid, p.vout) not in used), key=lambda p: p.txid
+        )
+        old = others[len(others) // 2]
     assert old is not None
-    txid = sha256(b"bench: a competing trade")
+    txid = sha256(f"bench: a competing trade {distinct} {in_route}".encode())
     new = LivePool(OutPoint(txid, 0), old.lineage, old.owner_pkh, old.token_id,
                    old.sats + 200_000, old.tokens * 95 // 100, None)  # fmt: skip
+    pushes = 0
 
     async def drain(ws: ClientConnection) -> None:
+        nonlocal pushes
         for _ in range(100):
             await ws.recv()
+            pushes += 1
 
+    settled0 = subs.routed + subs.skipped
+    routed0 = subs.routed
+    groups = 1000 if distinct else 1
     t0 = time.perf_counter()
     readers = [asyncio.create_task(drain(ws)) for ws in conns]
     snap.add_pending(PendingTx(txid, (old.outpoint,), (new,)))
-    await asyncio.gather(*readers)
+    if in_route:
+        await asyncio.gather(*readers)
+    else:
+        while subs.routed + subs.skipped - settled0 < groups:
+            await asyncio.sleep(0)
     elapsed = (time.perf_counter() - t0) * 1000
+    await asyncio.sleep(0.05)
+    for r in readers:
+        r.cancel()
+    result = {"ms": elapsed, "routed": subs.routed - routed0, "pushes": pushes}
     snap.evict([txid])
+    await asyncio.sleep(0.2)
     for ws in conns:
         await ws.close()
     await asyncio.sleep(0.2)
-    return elapsed
+    return result
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -243,12 +276,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         rate = await throughput(server, ten, conns, args.seconds)
         report[f"build_rps_{conns}"] = rate
         print(f"tx.build ({rows[1]['legs']} pools) over {conns} connection(s): {rate:,.0f} req/s")
-    for distinct in (False, True):
-        ms = await push_latency(server, snap, distinct)
-        key = "push_1000_distinct_ms" if distinct else "push_1000_identical_ms"
-        report[key] = ms
-        kind = "distinct" if distinct else "identical"
-        print(f"snapshot change → push at 1,000 subscribers ({kind} orders): {ms:.1f} ms")
+    cases = (
+        ("identical", False, True, "identical orders, a pool of the route traded"),
+        ("distinct_elsewhere", True, False, "1,000 distinct orders, a pool no route uses traded"),
+        ("distinct_in_route", True, True, "1,000 distinct orders, a pool every route uses traded"),
+    )
+    for key, distinct, in_route, label in cases:
+        settled = await push_latency(server, snap, distinct, in_route)
+        report[f"push_1000_{key}"] = settled
+        print(
+            f"snapshot change → 1,000 subscribers settled ({label}): {settled['ms']:.1f} ms "
+            f"({settled['routed']} orders routed again, {settled['pushes']} pushes)"
+        )
     await server.close()
     return report
 

@@ -178,6 +178,17 @@ def test_build_errors(pools_file: Path, tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2 and doc is None and "not valid JSON" in err
     code, _, err = run(["build", "--pools", str(pools_file), "--request", "/nonexistent"], capsys)
     assert code == 2 and "cannot read request file" in err
+    bad_pools = tmp_path / "pools.json"
+    bad_pools.write_text('[{"txid": "00", "tx_pos": 0}]')
+    request.write_text(json.dumps(build_params(BCH, TOKEN_A, 3_000_000, [funding("f", 10**7)])))
+    for argv in (
+        ["build", "--pools", str(bad_pools), "--request", str(request)],
+        ["build", "--pools", str(pools_file), "--request", str(request), "--fee-bps", "-1"],
+        ["build", "--pools", str(pools_file), "--request", str(request), "--fee-per-byte", "0"],
+    ):
+        code, doc, err = run(argv, capsys)
+        assert (code, doc) == (2, None), argv
+        assert err.startswith("ladle: error: ") and err.count("\n") == 1, err
 
 
 def test_options_are_registered() -> None:

@@ -4,6 +4,8 @@ a real request, and the connection limits. Every frame is checked against schema
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from typing import Any
 
 import orjson
@@ -11,13 +13,19 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from bch.hashes import sha256
 from bch.tx import Transaction
+from indexer.snapshot import PoolSnapshot
 from router.daemon import DaemonConfig
+from router.params import RouterConfig
 from router.pools import BCH
-from tests.router.helpers import TOKEN_A, TOKEN_C, USER, build_params, funding
+from tests.router.helpers import TOKEN_A, TOKEN_C, USER, build_params, funding, make_pool
+from tests.router.schemas import SCHEMAS
 from tests.router.test_daemon_support import (
+    ERROR_REPLY,
     REQUEST,
     RESULTS,
+    Client,
     client,
     running,
     snapshot_of,
@@ -136,6 +144,46 @@ async def test_request_errors() -> None:
         assert (await c.error("tx.build", order))["code"] == "insufficient_funds"
 
 
+# A real order the safety gate refuses. A pool holding 2^32 tokens or more is re-created as an
+# 87-byte output (9-byte token amount), whose dust threshold is 3 × (87 + 148) = 705 sats
+# (bch-wire.md); the route keeps only the 693-sat reserve (cauldron.md), which is dust for it.
+BIG_SUPPLY = sha256(b"router tests: a token with a large supply").hex()
+BIG_POOL_DUST = 3 * (87 + 148)
+
+
+async def dusty_order(c: Client) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tx.build params selling the most the pool takes, and its quote."""
+    err = await c.error("quote", {"sell": BIG_SUPPLY, "buy": BCH, "amount": str(10**18)})
+    assert err["code"] == "route_failed"
+    most = int(err["data"]["max_amount"])
+    q = await c.call("quote", {"sell": BIG_SUPPLY, "buy": BCH, "amount": str(most)})
+    inputs = [funding("big", 1_000, token=token(BIG_SUPPLY, most)), funding("plain", 100_000)]
+    return build_params(BIG_SUPPLY, BCH, most, inputs), q
+
+
+def dusty_snapshot() -> PoolSnapshot:
+    return snapshot_of([make_pool(BIG_SUPPLY, 200_000, 10**12, "dusty")])
+
+
+async def test_build_failed_is_logged_with_its_reasons(caplog: pytest.LogCaptureFixture) -> None:
+    async with running(dusty_snapshot(), RouterConfig()) as server, client(server) as c:
+        order, q = await dusty_order(c)
+        (leg,) = q["pools"]
+        assert int(leg["tokens_after"]) >= 2**32 and int(leg["sats_after"]) < BIG_POOL_DUST
+        with caplog.at_level(logging.ERROR, logger="ladle.router.gate"):
+            err = await c.error("tx.build", order)
+        assert err["code"] == "build_failed"
+        reasons = err["data"]["reasons"]
+        assert any("output 0" in r and "dust" in r and str(BIG_POOL_DUST) in r for r in reasons)
+        (record,) = [r for r in caplog.records if r.name == "ladle.router.gate"]
+        assert record.levelno == logging.ERROR
+        assert all(reason in record.getMessage() for reason in reasons)
+        # subscribed, the same order is an error push carrying the same error
+        sub = await c.call("tx.subscribe", order)
+        push = await c.push()
+        assert push == {"method": "tx.update", "params": {**sub, "error": err}}
+
+
 async def test_token_of_another_category_is_never_spent() -> None:
     foreign = token(TOKEN_C, 1_000)
     async with running(snapshot_of(standard_pools())) as server, client(server) as c:
@@ -160,17 +208,37 @@ async def test_foreign_token_input_left_out_of_a_buildable_trade() -> None:
 
 
 async def test_rate_limit() -> None:
-    limits = DaemonConfig(rate=2.0, burst=3)
+    limits = DaemonConfig(rate=1.0, burst=3)
     async with running(snapshot_of(standard_pools()), limits=limits) as server:
-        async with client(server) as c:
-            for _ in range(3):
-                assert await c.call("ping") == "pong"
-            err = await c.error("ping")
-            assert err["code"] == "rate_limited" and 0 < err["data"]["retry_after"] <= 0.5
-            await asyncio.sleep(0.55)  # one token back at 2 per second
-            assert await c.call("ping") == "pong"
+        async with connect(server.url) as ws:
+            # four requests in one go: the burst of three passes, the fourth is refused
+            for i in range(4):
+                await ws.send(orjson.dumps({"id": i, "method": "ping"}).decode())
+            replies = [orjson.loads(await asyncio.wait_for(ws.recv(), 5)) for _ in range(4)]
+            assert replies[:3] == [{"id": i, "result": "pong"} for i in range(3)]
+            ERROR_REPLY.validate(replies[3])
+            err = replies[3]["error"]
+            assert replies[3]["id"] == 3 and err["code"] == "rate_limited"
+            assert 0 < err["data"]["retry_after"] <= 1.0  # one token back at 1 per second
+            await asyncio.sleep(err["data"]["retry_after"] + 0.01)
+            await ws.send('{"id": 4, "method": "ping"}')
+            assert orjson.loads(await asyncio.wait_for(ws.recv(), 5)) == {"id": 4, "result": "pong"}
         async with client(server) as other:  # the limit is per connection
             assert await other.call("ping") == "pong"
+
+
+async def test_garbage_frames_count_toward_the_rate() -> None:
+    limits = DaemonConfig(rate=0.01, burst=3)
+    async with running(snapshot_of(standard_pools()), limits=limits) as server:
+        async with connect(server.url) as ws:
+            for frame in ("{not json", "[]", '{"id": {"a": 1}, "method": "ping"}', "{"):
+                await ws.send(frame)
+            replies = [orjson.loads(await asyncio.wait_for(ws.recv(), 5)) for _ in range(4)]
+        for reply in replies:
+            ERROR_REPLY.validate(reply)
+            assert reply["id"] is None
+        codes = [r["error"]["code"] for r in replies]
+        assert codes == ["bad_request", "bad_request", "bad_request", "rate_limited"]
 
 
 async def test_unknown_subscriptions_are_not_found() -> None:
@@ -219,3 +287,38 @@ async def test_keepalive_pings_close_a_silent_peer() -> None:
                 if not server.daemon.connections:
                     break
             assert not server.daemon.connections
+
+
+async def test_every_error_code_comes_from_a_real_request() -> None:
+    """One real request per code in schemas/rpc/error.json, and what each carries in `data`."""
+    enum = set(json.loads((SCHEMAS / "error.json").read_text())["properties"]["code"]["enum"])
+    snap = snapshot_of([*standard_pools(), make_pool(BIG_SUPPLY, 200_000, 10**12, "dusty")])
+    seen: dict[str, dict[str, Any]] = {}
+
+    def record(reply: dict[str, Any]) -> None:
+        ERROR_REPLY.validate(reply)
+        seen[reply["error"]["code"]] = reply["error"]
+
+    async with running(snap, RouterConfig()) as server, client(server) as c:
+        record(await raw_reply(server.url, '{"id": 1, "method": "quote", "params": {'))
+        record(await c.call_raw("tx.cancel"))
+        record(await c.call_raw("quote", {"sell": BCH, "buy": TOKEN_C, "amount": "1000"}))
+        record(await c.call_raw("tx.build", build_params(BCH, TOKEN_A, 10**6, [funding("s", 1)])))
+        q = await c.call("quote", {"sell": BCH, "buy": TOKEN_A, "amount": "100000"})
+        record(await c.call_raw("tx.build", bch_order(min_output=str(int(q["output_amount"]) + 1))))
+        record(await c.call_raw("tx.build", (await dusty_order(c))[0]))
+    limits = DaemonConfig(rate=0.01, burst=1)
+    async with running(snap, limits=limits) as server, client(server) as c:
+        assert await c.call("ping") == "pong"
+        record(await c.call_raw("ping"))
+    assert set(seen) == enum
+    assert "data" not in seen["bad_request"]  # malformed JSON: no field to blame
+    assert seen["not_found"]["data"] == {"method": "tx.cancel"}
+    assert seen["route_failed"]["data"] == {"token_id": TOKEN_C}
+    assert {"need_sats", "have_sats", "left_out"} <= set(seen["insufficient_funds"]["data"])
+    assert seen["slippage"]["data"] == {
+        "expected_output": q["output_amount"],
+        "min_output": str(int(q["output_amount"]) + 1),
+    }
+    assert set(seen["build_failed"]["data"]) == {"reasons"}
+    assert set(seen["rate_limited"]["data"]) == {"retry_after"}

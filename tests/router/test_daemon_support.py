@@ -24,6 +24,7 @@ from tests.router.schemas import validator
 FEE = RouterConfig(fee_bps=10, fee_address=FEE_WALLET.token_address)
 
 REPLY = validator("reply.json")
+ERROR_REPLY = validator("error.reply.json")
 PUSH = validator("push.json")
 REQUEST = validator("request.json")
 RESULTS = {
