@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -207,8 +208,10 @@ def _check_year(vm_year: int) -> None:
         raise ValueError(f"unsupported VM year {vm_year}: use one of {sorted(MAX_COMMITMENT)}")
 
 
+@lru_cache(maxsize=4096)
 def _solve(locking: bytes, vm_year: int) -> str | None:
-    """BCHN's `Solver`: the output type name, or None for TX_NONSTANDARD (any multisig size)."""
+    """BCHN's `Solver`: the output type name, or None for TX_NONSTANDARD (any multisig size).
+    Cached: a transaction repeats a few lockings (a router's pools, a wallet's addresses)."""
     kind, _ = classify_locking(locking)
     if kind in (ScriptKind.P2SH20, ScriptKind.P2SH32):
         return "scripthash"
@@ -284,8 +287,13 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     max_unlocking = (
         MAX_STANDARD_UNLOCKING_SIZE if vm_year >= 2026 else MAX_STANDARD_UNLOCKING_SIZE_LEGACY
     )
+    push_only: dict[bytes, bool] = {}  # inputs often repeat an unlocking (a router's pools)
     for i, txin in enumerate(tx.inputs):
-        if len(txin.unlocking) > max_unlocking:
+        unlocking = txin.unlocking
+        pushes = push_only.get(unlocking)
+        if pushes is None:
+            pushes = push_only[unlocking] = is_push_only(unlocking)
+        if len(unlocking) > max_unlocking:
             add(
                 PolicyViolation(
                     "scriptsig-size",
@@ -294,7 +302,7 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
                     i,
                 )
             )
-        if not is_push_only(txin.unlocking):
+        if not pushes:
             add(
                 PolicyViolation(
                     "scriptsig-not-pushonly",

@@ -61,17 +61,24 @@ class TxInput:
     outpoint: OutPoint
     unlocking: bytes = b""
     sequence: int = SEQUENCE_FINAL
+    # The wire bytes, kept once computed: the value is immutable, and a builder serializes,
+    # sizes and re-checks the same inputs several times.
+    _encoded: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def encode(self) -> bytes:
-        return b"".join(
-            (
-                self.outpoint.txid,
-                _U32.pack(self.outpoint.index),
-                compact_size(len(self.unlocking)),
-                self.unlocking,
-                _U32.pack(self.sequence),
+        encoded = self._encoded
+        if encoded is None:
+            encoded = b"".join(
+                (
+                    self.outpoint.txid,
+                    _U32.pack(self.outpoint.index),
+                    compact_size(len(self.unlocking)),
+                    self.unlocking,
+                    _U32.pack(self.sequence),
+                )
             )
-        )
+            object.__setattr__(self, "_encoded", encoded)
+        return encoded
 
     def size(self) -> int:
         return 40 + compact_size_len(len(self.unlocking)) + len(self.unlocking)
@@ -82,6 +89,8 @@ class TxOutput:
     value: int
     locking: bytes
     token: TokenData | None = None
+    # The wire bytes, kept once computed (see `TxInput`); `size` and dust checks reuse them.
+    _encoded: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def script_field(self) -> bytes:
@@ -91,12 +100,15 @@ class TxOutput:
         return self.token.encode_prefix() + self.locking
 
     def encode(self) -> bytes:
-        field_ = self.script_field
-        return _U64.pack(self.value) + compact_size(len(field_)) + field_
+        encoded = self._encoded
+        if encoded is None:
+            field_ = self.script_field
+            encoded = _U64.pack(self.value) + compact_size(len(field_)) + field_
+            object.__setattr__(self, "_encoded", encoded)
+        return encoded
 
     def size(self) -> int:
-        n = len(self.script_field)
-        return 8 + compact_size_len(n) + n
+        return len(self.encode())
 
 
 def decode_output(reader: Reader) -> TxOutput:

@@ -27,7 +27,7 @@ from typing import Any
 
 from bch.encoding import compact_size_len
 from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
-from bch.token import TokenData
+from bch.token import MAX_TOKEN_AMOUNT, TokenData
 from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
 from router import gate
 from router.errors import bad_request, insufficient_funds, route_failed, slippage
@@ -51,7 +51,7 @@ class BuildResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "unsigned_tx_hex": self.tx.hex(),
-            "source_outputs": [source_output_json(o) for o in self.source_outputs],
+            "source_outputs": self._sources_json(),
             "inputs_to_sign": list(self.inputs_to_sign),
             "expected_output": str(self.expected_output),
             "fee_sats": str(self.fee_sats),
@@ -59,6 +59,18 @@ class BuildResult:
             "miner_fee_sats": str(self.miner_fee),
             "route": self.route.to_json(),
         }
+
+    def _sources_json(self) -> list[dict[str, Any]]:
+        """Pools' entries come made (`Pool.source_json`) when the spent output is the pool's."""
+        legs = self.route.legs
+        out = []
+        for i, o in enumerate(self.source_outputs):
+            pool = legs[i].pool if i < len(legs) else None
+            if pool is not None and o is pool.source_output:
+                out.append(pool.source_json)
+            else:
+                out.append(source_output_json(o))
+        return out
 
 
 def source_output_json(output: TxOutput) -> dict[str, Any]:
@@ -240,6 +252,29 @@ def _select(asm: _Assembler, usable: list[FundingInput], left_out: list[int]) ->
         selected.append(pick)
 
 
+def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
+    """No category exists beyond 2^63−1 tokens, pools and users together: coins claiming more
+    next to the pools this trade spends cannot be real (and the transaction would be invalid
+    by consensus), so the request is refused as a bad request, not built."""
+    held: dict[bytes, int] = {}
+    for leg in q.legs:
+        held[leg.pool.category] = held.get(leg.pool.category, 0) + leg.pool.tokens
+    claimed: dict[bytes, list[FundingInput]] = {}
+    for f in selected:
+        if f.token is not None and f.token.amount:
+            claimed.setdefault(f.token.category, []).append(f)
+    for category, coins in claimed.items():
+        in_pools = held.get(category, 0)
+        in_coins = sum(_token_amount(f) for f in coins)
+        if in_pools + in_coins > MAX_TOKEN_AMOUNT:
+            raise bad_request(
+                f"funding_inputs {[f.index for f in coins]} hold {in_coins} tokens of "
+                f"{category[::-1].hex()} and the pools this trade spends hold {in_pools}: "
+                "together more than 2^63-1, which no token category can exceed",
+                field="funding_inputs",
+            )
+
+
 def _assemble(
     asm: _Assembler, selected: Sequence[FundingInput]
 ) -> tuple[Transaction, tuple[TxOutput, ...]]:
@@ -257,7 +292,7 @@ def _assemble(
         outputs = [change if o is asm.change_template else o for o in with_change]
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
-    inputs = [TxInput(leg.pool.outpoint, leg.pool.unlocking) for leg in asm.legs]
+    inputs = [leg.pool.trade_input for leg in asm.legs]
     inputs += [TxInput(f.outpoint) for f in selected]
     tx_outputs = [leg.pool.output(leg.after) for leg in asm.legs] + outputs
     sources = tuple([leg.pool.source_output for leg in asm.legs] + [f.output for f in selected])
@@ -302,6 +337,7 @@ def build(
                 )
         asm = _Assembler(q, request, config)
         selected = _select(asm, usable, left_out)
+        _check_supply(q, selected)
         tx, sources = _assemble(asm, selected)
         worst = tx.size() + len(selected) * P2PKH_UNLOCK_WORST
         if worst <= MAX_STANDARD_TX_SIZE:

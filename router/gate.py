@@ -6,7 +6,7 @@ a logged `build_failed` instead of a transaction that loses a user's money. Chec
 
 - layout: version 2, locktime 0, pools first (input i ↔ output i, 69-byte redeem push);
 - every pool transition is exactly the route's and satisfies the contract predicate, keeping
-  ≥ MIN_POOL_SATS sats and ≥ 1 token;
+  ≥ 1 token and at least the dust threshold of the re-created output (`pools.pool_reserve`);
 - every token category is conserved (inputs = outputs), no NFT is touched;
 - funding inputs are exactly `inputs_to_sign`, P2PKH, unsigned, of allowed categories;
 - the bought asset goes to `receive_addr`; every other non-pool output goes to `receive_addr`,
@@ -38,10 +38,10 @@ from bch.policy import (
 from bch.script import ScriptKind, classify_locking, push_data
 from bch.token import TokenData
 from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
-from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, is_valid_pool_transition
+from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH
+from router.pools import BCH, pool_reserve
 from router.quotes import Quote
 from router.route import P2PKH_UNLOCK_WORST, Leg
 
@@ -140,7 +140,9 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     for i, leg in enumerate(exp.legs):
         pool = leg.pool
         txin, spent, out = tx.inputs[i], source_outputs[i], tx.outputs[i]
-        if txin.outpoint != pool.outpoint or spent != pool.source_output:
+        if (txin.outpoint is not pool.outpoint and txin.outpoint != pool.outpoint) or (
+            spent is not pool.source_output and spent != pool.source_output
+        ):
             add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
         if txin.unlocking != pool.unlocking:
             add(f"input {i} is not unlocked by the pool's trade path")
@@ -156,7 +158,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         after = PoolState(out.value, out.token.amount)
         if not is_valid_pool_transition(before, after):
             add(f"pool {i}: {before} → {after} fails the contract predicate")
-        if after.sats < MIN_POOL_SATS or after.tokens < 1:
+        if after.tokens < 1 or after.sats < pool_reserve(after.tokens):
             add(f"pool {i} left below its reserve: {after.sats} sats, {after.tokens} tokens")
 
     # Funding inputs.

@@ -1,10 +1,11 @@
 """The pools a route may use: the `Pool` value, the offline pools file, and `PoolBook`, an
 immutable snapshot of tradable pools grouped by token.
 
-A pool is kept only if it can trade both ways without breaking the router's reserve rules: at
-least `MIN_POOL_SATS` sats (so its re-created output is never dust) and at least one token
-(a token-less output would have an empty category and fail the contract). Everything else in a
-snapshot (drained pools, dust) is silently left out, as if it did not exist.
+A pool is kept only if the router can re-create it as a standard output: at least the dust
+threshold of its own output (`pool_reserve`, 681–705 sats: the token amount's CompactSize width
+sets the output's size) and at least one token (a token-less output would have an empty
+category and fail the contract). Everything else in a snapshot (drained pools, dust — legal on
+chain, but not continuable) is silently left out, as if it did not exist.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any, TypeVar
 import orjson
 
 from bch.encoding import compact_size_len
+from bch.policy import dust_threshold
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import MAX_SATS, OutPoint, TxOutput, hex_to_hash
+from bch.tx import MAX_SATS, OutPoint, TxInput, TxOutput, hex_to_hash
 from protocols.cauldron.contract import TRADE_UNLOCK_LEN, pool_locking_bytecode, trade_unlocking
-from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState
+from protocols.cauldron.formulas import PoolState, buy_tokens_exact_in, sell_tokens_exact_in
 
 BCH = "bch"
 
@@ -37,6 +39,60 @@ T = TypeVar("T")
 def pool_output_size(tokens: int) -> int:
     """Bytes of a re-created pool output holding `tokens` (79–87: the amount's CompactSize)."""
     return _POOL_OUTPUT_FIXED + compact_size_len(tokens)
+
+
+def _reserve_at(tokens: int) -> int:
+    output = TxOutput(0, pool_locking_bytecode(bytes(20)), TokenData(bytes(32), tokens))
+    return dust_threshold(output)
+
+
+# (largest token amount of a CompactSize width, the dust threshold of a pool output holding it),
+# widest last: 252 → 681, 2^16−1 → 687, 2^32−1 → 693, 2^63−1 → 705 sats.
+RESERVE_STEPS: tuple[tuple[int, int], ...] = tuple(
+    (top, _reserve_at(top)) for top in (0xFC, 0xFFFF, 0xFFFFFFFF, MAX_TOKEN_AMOUNT)
+)
+
+
+def pool_reserve(tokens: int) -> int:
+    """Least sats a pool output holding `tokens` may carry: its dust threshold (`bch.policy`),
+    which grows with the token amount's CompactSize width. A trade must leave a pool at least
+    this for its token amount *after* the trade, or the re-created output is non-standard."""
+    for top, reserve in RESERVE_STEPS:
+        if tokens <= top:
+            return reserve
+    return RESERVE_STEPS[-1][1]
+
+
+def sell_out_cap(sats: int, tokens: int) -> int:
+    """Most sats one sale may take from a pool (sats, tokens): the pool keeps `pool_reserve` of
+    its token amount after the sale, and that amount stays ≤ 2^63−1.
+
+    The tokens a payout needs grow with it, so the reserve steps up where they cross a width;
+    for each width the best payout is the smaller of "sats less that width's reserve" and
+    "what the tokens that fill the width buy" (`sell_tokens_exact_in`), and the cap is the
+    largest over the widths (every candidate is feasible: a payout landing in a narrower
+    width needs a smaller reserve)."""
+    best = 0
+    state = PoolState(sats, tokens)
+    for top, reserve in RESERVE_STEPS:
+        if top < tokens:
+            continue
+        keep = sats - reserve
+        if keep <= best:
+            break  # reserves only grow with the width
+        room = top - tokens
+        best = max(best, min(keep, sell_tokens_exact_in(state, room) if room > 0 else 0))
+    return best
+
+
+def sell_input_limit(sats: int, tokens: int) -> int:
+    """Most tokens one sale may pay into a pool whatever it takes out: its token amount after
+    the sale stays ≤ 2^63−1 and in a width whose reserve its sats still cover."""
+    limit = 0
+    for top, reserve in RESERVE_STEPS:
+        if top >= tokens and sats >= reserve:
+            limit = top - tokens
+    return limit
 
 
 def is_hex_id(text: object) -> bool:
@@ -60,6 +116,12 @@ class Pool:
     _source: TxOutput = field(init=False, repr=False, compare=False)
     _outpoint: OutPoint = field(init=False, repr=False, compare=False)
     _unlocking: bytes = field(init=False, repr=False, compare=False)
+    _state: PoolState = field(init=False, repr=False, compare=False)
+    _input: TxInput = field(init=False, repr=False, compare=False)
+    _json: tuple[tuple[str, object], ...] = field(init=False, repr=False, compare=False)
+    _sell_cap: int = field(init=False, repr=False, compare=False, default=-1)
+    _buy_cap: int = field(init=False, repr=False, compare=False, default=-1)
+    _source_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if not is_hex_id(self.txid):
@@ -83,11 +145,71 @@ class Pool:
         object.__setattr__(self, "_locking", locking)
         object.__setattr__(self, "_source", source)
         object.__setattr__(self, "_outpoint", OutPoint(hex_to_hash(self.txid), self.vout))
-        object.__setattr__(self, "_unlocking", trade_unlocking(self.owner_pkh))
+        unlocking = trade_unlocking(self.owner_pkh)
+        object.__setattr__(self, "_unlocking", unlocking)
+        object.__setattr__(self, "_state", PoolState(self.sats, self.tokens))
+        # One input object per pool: its wire bytes are encoded once, however many builds.
+        object.__setattr__(self, "_input", TxInput(self._outpoint, unlocking))
+        object.__setattr__(
+            self,
+            "_json",
+            (
+                ("txid", self.txid),
+                ("tx_pos", self.vout),
+                ("owner_pkh", self.owner_pkh.hex()),
+                ("token_id", self.token_id),
+            ),
+        )
 
     @property
     def state(self) -> PoolState:
-        return PoolState(self.sats, self.tokens)
+        return self._state
+
+    @property
+    def trade_input(self) -> TxInput:
+        """This pool spent by the trade path (outpoint, 69-byte redeem push, final sequence)."""
+        return self._input
+
+    @property
+    def source_json(self) -> dict[str, Any]:
+        """`source_output` as `tx.build` reports it, made once (shared: never mutate it)."""
+        entry = self._source_json
+        if entry is None:
+            entry = {"value": str(self.sats), "locking_script_hex": self._locking.hex()}
+            token = self._source.token
+            if token is not None:
+                entry["token"] = token.to_json()
+            object.__setattr__(self, "_source_json", entry)
+        return entry
+
+    @property
+    def json_fields(self) -> tuple[tuple[str, object], ...]:
+        """(key, value) pairs naming the pool in JSON: txid, tx_pos, owner_pkh, token_id."""
+        return self._json
+
+    @property
+    def sell_cap(self) -> int:
+        """`sell_out_cap` of this pool (computed once: the route asks for it per unit)."""
+        cap = self._sell_cap
+        if cap < 0:
+            cap = sell_out_cap(self.sats, self.tokens) if self.tokens >= 1 and self.sats else 0
+            object.__setattr__(self, "_sell_cap", cap)
+        return cap
+
+    @property
+    def buy_cap(self) -> int:
+        """Most tokens one purchase may take: the pool keeps one token, and the sats paid
+        keep it within the 21e14 sats an output can hold."""
+        cap = self._buy_cap
+        if cap < 0:
+            cap = max(0, self.tokens - 1)
+            room = MAX_SATS - self.sats
+            if cap and room >= 1:
+                cap = min(cap, buy_tokens_exact_in(self.state, room))
+            elif room < 1:
+                cap = 0
+            object.__setattr__(self, "_buy_cap", cap)
+        return cap
 
     @property
     def outpoint(self) -> OutPoint:
@@ -136,8 +258,10 @@ class Pool:
 
 
 def is_tradable(pool: Pool) -> bool:
-    """Can the router trade against this pool at all? (≥ MIN_POOL_SATS sats and ≥ 1 token.)"""
-    return pool.sats >= MIN_POOL_SATS and pool.tokens >= 1
+    """Can the router trade against this pool at all? (≥ 1 token, and sats ≥ the dust
+    threshold of its own output: a buy leaves it as wide or narrower and with more sats, so
+    the reserve keeps holding; a sale is capped by `sell_out_cap`.)"""
+    return pool.tokens >= 1 and pool.sats >= pool_reserve(pool.tokens)
 
 
 class PoolsFileError(ValueError):

@@ -37,7 +37,6 @@ from bch.policy import MAX_STANDARD_TX_SIZE
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
-    MIN_POOL_SATS,
     PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
@@ -46,7 +45,14 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router.errors import route_failed
-from router.pools import POOL_INPUT_SIZE, Pool, PoolBook, pool_output_size
+from router.pools import (
+    POOL_INPUT_SIZE,
+    Pool,
+    PoolBook,
+    pool_output_size,
+    pool_reserve,
+    sell_input_limit,
+)
 
 GAMMA = 997 / 1000
 PHI = 1000 / 1003
@@ -103,20 +109,22 @@ class Leg:
         return lp_fee(self.pool.sats, self.after.sats)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "txid": self.pool.txid,
-            "tx_pos": self.pool.vout,
-            "owner_pkh": self.pool.owner_pkh.hex(),
-            "token_id": self.pool.token_id,
-            "direction": self.direction.value,
-            "amount_in": str(self.amount_in),
-            "amount_out": str(self.amount_out),
-            "lp_fee": str(self.lp_fee),
-            "sats_before": str(self.pool.sats),
-            "tokens_before": str(self.pool.tokens),
-            "sats_after": str(self.after.sats),
-            "tokens_after": str(self.after.tokens),
-        }
+        pool, after = self.pool, self.after
+        entry: dict[str, Any] = dict(pool.json_fields)
+        if after.sats > pool.sats:  # buy: sats in, tokens out
+            entry["direction"] = "buy"
+            entry["amount_in"] = str(after.sats - pool.sats)
+            entry["amount_out"] = str(pool.tokens - after.tokens)
+        else:
+            entry["direction"] = "sell"
+            entry["amount_in"] = str(after.tokens - pool.tokens)
+            entry["amount_out"] = str(pool.sats - after.sats)
+        entry["lp_fee"] = str(lp_fee(pool.sats, after.sats))
+        entry["sats_before"] = str(pool.sats)
+        entry["tokens_before"] = str(pool.tokens)
+        entry["sats_after"] = str(after.sats)
+        entry["tokens_after"] = str(after.tokens)
+        return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +147,10 @@ class Hop:
 # --- the per-token model ---------------------------------------------------------------------
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _sell_out_cap(pool: Pool) -> int:
-    """Most sats a sale may take: the pool keeps MIN_POOL_SATS, and the tokens needed stay
-    within 2^63−1 (net sats after fee ≥ ⌈K / MAX⌉, which also keeps them ≥ 1)."""
-    spare = pool.sats - _cdiv(pool.sats * pool.tokens, MAX_TOKEN_AMOUNT)
-    return min(pool.sats - MIN_POOL_SATS, (1000 * spare + 999) // 1003)
+    """Most sats a sale may take: the pool keeps the dust threshold of its re-created output
+    for its token amount after the sale, which stays within 2^63−1 (`pools.sell_out_cap`)."""
+    return pool.sell_cap
 
 
 class _Model:
@@ -179,7 +182,7 @@ class _Model:
             x, t = pool.sats, pool.tokens
             k = x * t
             if direction is Direction.BUY:
-                if t < 2 or x >= MAX_SATS:
+                if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
                     continue  # must keep one token / cannot take more sats
                 a = math.sqrt(k / GAMMA)
                 b = x / GAMMA
@@ -193,7 +196,8 @@ class _Model:
                 b = float(t)
                 c = PHI * x
                 vmax = math.sqrt(PHI * x / t)
-                vmin = max((c - (x - MIN_POOL_SATS)) / a, a / MAX_TOKEN_AMOUNT)
+                # Where the reserve binds: the continuous payout c − a·v reaches the cap.
+                vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
             if not vmin < vmax:
                 continue
             rows.append((vmax, a, b, c, vmin, pool))
@@ -271,10 +275,10 @@ class _Model:
         if self.direction is Direction.BUY:
             limit = MAX_SATS - pool.sats
             try:
-                return min(limit, buy_tokens_exact_out(pool.state, pool.tokens - 1))
+                return min(limit, buy_tokens_exact_out(pool.state, pool.buy_cap))
             except ValueError:
                 return limit
-        limit = MAX_TOKEN_AMOUNT - pool.tokens
+        limit = sell_input_limit(pool.sats, pool.tokens)
         try:
             return min(limit, sell_tokens_exact_out(pool.state, _sell_out_cap(pool)))
         except ValueError:
@@ -283,14 +287,17 @@ class _Model:
     def out_cap(self, i: int) -> int:
         pool = self.pools[i]
         if self.direction is Direction.BUY:
-            return pool.tokens - 1
+            return pool.buy_cap
         return _sell_out_cap(pool)
 
     def out_for_in(self, i: int, amount_in: int) -> int:
         pool = self.pools[i]
         if self.direction is Direction.BUY:
             return buy_tokens_exact_in(pool.state, amount_in)
-        return min(sell_tokens_exact_in(pool.state, amount_in), _sell_out_cap(pool))
+        # Paying more tokens than the cap's payout needs can widen the amount: the reserve
+        # is that of the tokens actually held after the sale.
+        out = sell_tokens_exact_in(pool.state, amount_in)
+        return max(0, min(out, pool.sats - pool_reserve(pool.tokens + amount_in)))
 
     def in_for_out(self, i: int, amount_out: int) -> int:
         pool = self.pools[i]
@@ -895,10 +902,11 @@ def _best_single(
 
 
 def _input_limit(pool: Pool, direction: Direction) -> int:
-    """Most input a pool can hold at all (the 21e14 sats / 2^63−1 token limits)."""
+    """Most input a pool can hold at all (the 21e14 sats / 2^63−1 token limits, and for a
+    sale a token amount whose output's dust threshold the pool's sats still cover)."""
     if direction is Direction.BUY:
         return MAX_SATS - pool.sats
-    return MAX_TOKEN_AMOUNT - pool.tokens
+    return sell_input_limit(pool.sats, pool.tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,10 @@ from bch.tx import MAX_SATS
 
 LP_FEE_NUM = 3
 LP_FEE_DEN = 1000
-# Smallest BCH reserve a router should leave in a pool: a P2SH32 output with an FT prefix is at
-# most 87 bytes, and dust is 3 × (size + 148). Policy, not contract: the predicate ignores it.
+# A BCH reserve that keeps a pool's continuation above dust (3 × (size + 148)) while it holds
+# fewer than 2^32 tokens: the P2SH32 output with its FT prefix is then at most 83 bytes. Wider
+# amounts make an 87-byte output needing 705 sats; `router.pools.pool_reserve` has the exact
+# rule per amount. Policy, not contract: the predicate ignores it.
 MIN_POOL_SATS = 693
 
 ChangeKind = Literal["buy", "sell", "deposit", "unchanged", "drain"]

@@ -15,7 +15,6 @@ from typing import Any
 
 from bch.hashes import sha256
 from bch.wallet import Wallet
-from protocols.cauldron.formulas import MIN_POOL_SATS
 from router.pools import Pool, PoolBook
 
 FEE_WALLET = Wallet.from_seed("router tests: fee collector")
@@ -25,6 +24,19 @@ OTHER = Wallet.from_seed("router tests: someone else")
 TOKEN_A = sha256(b"router tests: token A").hex()
 TOKEN_B = sha256(b"router tests: token B").hex()
 TOKEN_C = sha256(b"router tests: token C (not traded)").hex()
+
+
+# A pool output is P2SH32 with a fungible-token prefix: value 8, script length 1, category
+# prefix 1 + 32 + 1, the amount's CompactSize (1, 3, 5 or 9 bytes), the 35-byte locking; dust
+# is 3 × (size + 148) (bch-wire.md). Written out here, apart from the router's arithmetic.
+_WIDTHS = ((0xFC, 1), (0xFFFF, 3), (0xFFFFFFFF, 5), (2**63 - 1, 9))
+LARGEST_POOL_DUST = 3 * (8 + 1 + 34 + 9 + 35 + 148)  # 705 sats
+
+
+def continuation_dust(tokens: int) -> int:
+    """The dust threshold of a pool output holding `tokens`: the least sats it may keep."""
+    width = next(w for top, w in _WIDTHS if tokens <= top)
+    return 3 * (8 + 1 + 34 + width + 35 + 148)
 
 
 def txid(label: str) -> str:
@@ -122,16 +134,27 @@ class Curve:
 
     @property
     def cap(self) -> float:
-        """Input at which a reserve binds: one token left (buy), MIN_POOL_SATS left (sell)."""
+        """Input at which a reserve binds: one token left (buy); selling, the pool keeps the
+        dust threshold of its output for the tokens it then holds, which steps up where the
+        amount needs a wider CompactSize. Tried width by width: the input where the sats
+        reach that width's dust, or where the tokens fill the width, whichever comes first."""
         if self.buy:
             return (self.tokens - 1) * self.sats / GAMMA if self.tokens > 1 else 0.0
-        keep = self.sats - MIN_POOL_SATS  # most sats the pool may lose
-        if keep <= 0:
-            return 0.0
         limit = PHI * self.sats  # the curve's asymptote
-        if keep >= limit * (1 - 1e-12):
-            return math.inf
-        return keep * self.tokens / (limit - keep)
+        best = 0.0
+        for top, _ in _WIDTHS:
+            if top < self.tokens:
+                continue
+            keep = self.sats - continuation_dust(top)  # most sats the pool may lose here
+            if keep <= 0:
+                break
+            fill = float(top - self.tokens)  # input that fills this width
+            if keep >= limit * (1 - 1e-12):
+                at_dust = math.inf
+            else:
+                at_dust = keep * self.tokens / (limit - keep)
+            best = max(best, min(at_dust, fill))
+        return best
 
     def input_at(self, lam: float) -> float:
         """Input where the marginal rate has fallen to λ (bisection), capped."""

@@ -11,26 +11,29 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from bch.policy import dust_threshold, min_relay_fee, standardness_errors, token_burns
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput, hex_to_hash
-from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, is_valid_pool_transition
+from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
 from router import gate
 from router.build import BuildResult, build
 from router.errors import ErrorCode, RouterError
-from router.params import BuildRequest, RouterConfig, parse_build_params
+from router.params import BuildRequest, QuoteRequest, RouterConfig, Side, parse_build_params
 from router.pools import BCH, PoolBook
+from router.quotes import quote
 from tests.router.helpers import (
     FEE_WALLET,
+    LARGEST_POOL_DUST,
     OTHER,
     TOKEN_A,
     TOKEN_B,
     TOKEN_C,
     USER,
     build_params,
+    continuation_dust,
     funding,
     make_pool,
     standard_book,
@@ -47,7 +50,7 @@ def books(draw: st.DrawFn) -> PoolBook:
     pools = []
     for token, tag in ((TOKEN_A, "a"), (TOKEN_B, "b")):
         for i in range(draw(st.integers(1, 12))):
-            sats = draw(st.integers(MIN_POOL_SATS, 10**9))
+            sats = draw(st.integers(LARGEST_POOL_DUST, 10**9))
             price = 10 ** draw(st.floats(-4, 2))
             tokens = max(1, min(10**15, round(sats / price)))
             pools.append(make_pool(token, sats, tokens, f"{tag}{i}", i % 3))
@@ -112,7 +115,7 @@ def check_invariants(result: BuildResult, request: BuildRequest, config: RouterC
         assert before.token and after.token and before.token.category == after.token.category
         a = PoolState(after.value, after.token.amount)
         assert is_valid_pool_transition(PoolState(before.value, before.token.amount), a)
-        assert a.sats >= MIN_POOL_SATS and a.tokens >= 1
+        assert a.tokens >= 1 and after.value >= dust_threshold(after)
     # Funding: only the user's coins, never a foreign category or an NFT.
     involved = {hex_to_hash(a) for a in (request.quote.sell, request.quote.buy) if a != BCH}
     for i in result.inputs_to_sign:
@@ -186,6 +189,78 @@ def test_every_build_satisfies_the_gate_invariants(
     event(f"built: {sell[:3]}->{buy[:3]} {side}")
     check_invariants(result, request, config)
     assert gate.problems(result.tx, result.source_outputs, _expectation(result, params)) == []
+
+
+# --- tiny BCH reserves where the token amount's width steps -----------------------------------
+
+# Where a pool's token amount changes CompactSize width, its output grows (79 → 87 bytes) and so
+# does its dust threshold (681 → 705 sats): a sale that pushes the amount across must leave the
+# larger reserve. Amounts just below and above each step, and far into the widest one.
+_STEPS = (0xFC, 0xFFFF, 2**32 - 1, 2**40, 2**56, 2**62, 2**63 - 1)
+
+
+@st.composite
+def edge_books(draw: st.DrawFn) -> PoolBook:
+    pools = []
+    supply = 2**63 - 1  # a category never holds more, pools and users together
+    for i in range(draw(st.integers(1, 4))):
+        step = draw(st.sampled_from(_STEPS))
+        tokens = max(1, min(supply, step + draw(st.integers(-4_000, 300))))
+        sats = draw(st.one_of(st.integers(681, 760), st.integers(681, 50_000)))
+        if tokens < supply:
+            supply -= tokens
+            pools.append(make_pool(TOKEN_A, sats, tokens, f"edge{i}", i % 3))
+    assume(pools)
+    return PoolBook(pools)
+
+
+@settings(
+    max_examples=int(os.environ.get("ROUTER_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    book=edge_books(),
+    selling=st.booleans(),
+    side=st.sampled_from(["sell", "buy"]),
+    share=st.one_of(st.just(1.0), st.floats(0.0, 1.0)),
+)
+def test_wide_token_amounts_with_tiny_reserves_always_pass_the_gate(
+    book: PoolBook, selling: bool, side: str, share: float
+) -> None:
+    """Orders up to the most the pools take (the amount the route_failed error names), in
+    both directions: whatever is built passes the gate, so no request meets build_failed."""
+    sell, buy = (TOKEN_A, BCH) if selling else (BCH, TOKEN_A)
+    given_asset = sell if side == "sell" else buy
+    probe = QuoteRequest(sell, buy, 21 * 10**14 if given_asset == BCH else 2**63 - 1, Side(side))
+    try:
+        quote(book, probe, FEE)
+        most = probe.amount
+    except RouterError as exc:
+        assert exc.code is ErrorCode.ROUTE_FAILED
+        most = int((exc.data or {}).get("max_amount", 0))
+    assume(most >= 1)
+    amount = max(1, int(most * share))
+    inputs = [funding("sats", 10**15)]
+    if selling:
+        inputs.append(funding("held", 800, token=_token(TOKEN_A, 2**63 - 1 - _held(book))))
+    params = build_params(sell, buy, amount, inputs, side=side)
+    request = parse_build_params(params, FEE)
+    try:
+        result = build(book, request, FEE)
+    except RouterError as exc:
+        event(f"error: {exc.code.value}")
+        assert exc.code in (ErrorCode.ROUTE_FAILED, ErrorCode.INSUFFICIENT_FUNDS), exc.message
+        return
+    event(f"built: {'sell' if selling else 'buy'} tokens ({side} side)")
+    check_invariants(result, request, FEE)
+    for leg in result.route.legs:
+        assert leg.after.sats >= continuation_dust(leg.after.tokens)
+
+
+def _held(book: PoolBook) -> int:
+    """Tokens of A in the pools: a user can hold at most the rest of the 2^63−1 supply."""
+    return sum(p.tokens for p in book.pools(TOKEN_A))
 
 
 # --- tampering -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from bch.token import TokenData
 from bch.tx import TxOutput, hex_to_hash
 from protocols.cauldron.contract import pool_locking_bytecode
-from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState
+from protocols.cauldron.formulas import PoolState
 from router.pools import (
     POOL_INPUT_SIZE,
     Pool,
@@ -20,7 +20,7 @@ from router.pools import (
     parse_pools,
     pool_output_size,
 )
-from tests.router.helpers import TOKEN_A, TOKEN_B, txid
+from tests.router.helpers import TOKEN_A, TOKEN_B, continuation_dust, txid
 
 # The worked vector of cauldron.md.
 OWNER = "b034dc7821b2b25c38b5825cdc4af9e6ace02be7"
@@ -102,19 +102,21 @@ def test_load_pools_reads_a_file(tmp_path: Path) -> None:
 
 def test_the_book_keeps_only_pools_above_the_reserves() -> None:
     keep = [
-        Pool(txid("a"), 0, bytes(20), TOKEN_A, MIN_POOL_SATS, 1),
+        Pool(txid("a"), 0, bytes(20), TOKEN_A, continuation_dust(1), 1),
         Pool(txid("b"), 0, bytes(20), TOKEN_A, 10**6, 10**6),
+        Pool(txid("g"), 0, bytes(20), TOKEN_A, 705, 2**32),
         Pool(txid("c"), 0, bytes(20), TOKEN_B, 10**6, 10**6),
     ]
     drop = [
-        Pool(txid("d"), 0, bytes(20), TOKEN_A, MIN_POOL_SATS - 1, 10**6),
+        Pool(txid("d"), 0, bytes(20), TOKEN_A, continuation_dust(10**6) - 1, 10**6),
+        Pool(txid("f"), 0, bytes(20), TOKEN_A, continuation_dust(2**32) - 1, 2**32),
         Pool(txid("e"), 0, bytes(20), TOKEN_A, 10**6, 0),
     ]
     book = PoolBook(drop + keep, version="v9", height=5)
-    assert set(book.pools(TOKEN_A)) == set(keep[:2])
-    assert list(book.pools(TOKEN_B)) == [keep[2]]
+    assert set(book.pools(TOKEN_A)) == set(keep[:3])
+    assert list(book.pools(TOKEN_B)) == [keep[3]]
     assert book.pools(txid("nothing")) == ()
-    assert book.tokens() == sorted([TOKEN_A, TOKEN_B]) and len(book) == 3
+    assert book.tokens() == sorted([TOKEN_A, TOKEN_B]) and len(book) == 4
     assert (book.version, book.height) == ("v9", 5)
     calls: list[int] = []
 

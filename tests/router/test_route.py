@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from bch.token import MAX_TOKEN_AMOUNT
 from protocols.cauldron.formulas import (
-    MIN_POOL_SATS,
     PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
@@ -28,9 +27,11 @@ from router.quotes import fee_on, gross_for_net, quote
 from router.route import Direction, Hop, max_pools_for, solve_hop
 from tests.router.helpers import (
     FEE_WALLET,
+    LARGEST_POOL_DUST,
     TOKEN_A,
     TOKEN_B,
     Curve,
+    continuation_dust,
     even_pools,
     optimum,
     pools_from,
@@ -48,7 +49,7 @@ def pool_states(draw: st.DrawFn, max_pools: int = 7) -> list[tuple[int, int]]:
     n = draw(st.integers(1, max_pools))
     states = []
     for _ in range(n):
-        sats = draw(st.integers(MIN_POOL_SATS, 10**10))
+        sats = draw(st.integers(LARGEST_POOL_DUST, 10**10))
         log_price = draw(st.floats(-6, 4))
         tokens = max(1, min(10**15, round(sats / 10**log_price)))
         states.append((sats, tokens))
@@ -84,7 +85,7 @@ def _check_legs(hop: Hop) -> None:
     """Every leg is accepted by the contract and keeps the router's reserves."""
     for leg in hop.legs:
         assert is_valid_pool_transition(leg.pool.state, leg.after)
-        assert leg.after.sats >= MIN_POOL_SATS and leg.after.tokens >= 1
+        assert leg.after.tokens >= 1 and leg.after.sats >= continuation_dust(leg.after.tokens)
         assert leg.amount_in >= 1 and leg.amount_out >= 1
         assert leg.direction is hop.direction
 
@@ -117,7 +118,8 @@ def _capped_out(state: tuple[int, int], direction: Direction, amount: int) -> in
     try:
         if direction is Direction.BUY:
             return buy_tokens_exact_in(pool, amount) if state[1] >= 2 else 0
-        return max(0, min(sell_tokens_exact_in(pool, amount), _max_payout(state)))
+        keep = continuation_dust(state[1] + amount)
+        return max(0, min(sell_tokens_exact_in(pool, amount), state[0] - keep))
     except ValueError:
         return 0
 
@@ -146,12 +148,12 @@ def _max_payout(state: tuple[int, int]) -> int:
 
     def accepted(payout: int) -> bool:
         try:
-            sell_tokens_exact_out(pool, payout)
+            paid = sell_tokens_exact_out(pool, payout)
         except ValueError:
             return False
-        return True
+        return state[0] - payout >= continuation_dust(state[1] + paid)
 
-    lo, hi = 0, state[0] - MIN_POOL_SATS
+    lo, hi = 0, state[0]
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if accepted(mid):
@@ -166,9 +168,10 @@ def _single_cost(state: tuple[int, int], direction: Direction, amount: int) -> f
     try:
         if direction is Direction.BUY:
             return buy_tokens_exact_out(pool, amount)
-        if state[0] - amount < MIN_POOL_SATS:
+        paid = sell_tokens_exact_out(pool, amount)
+        if state[0] - amount < continuation_dust(state[1] + paid):
             return math.inf
-        return sell_tokens_exact_out(pool, amount)
+        return paid
     except ValueError:
         return math.inf
 
@@ -348,7 +351,7 @@ def test_byte_aware_route_beats_the_byte_blind_one_net_of_fees(
 # --- reserves, caps and failures ------------------------------------------------------------
 
 
-def test_selling_into_small_pools_leaves_min_pool_sats() -> None:
+def test_selling_into_small_pools_leaves_their_dust_threshold() -> None:
     states = [(1_000, 1_000), (5_000, 10_000), (200_000, 10**6)]
     # More tokens than the pools can pay for: refused rather than paying pools for nothing.
     with pytest.raises(RouterError) as info:
@@ -359,8 +362,11 @@ def test_selling_into_small_pools_leaves_min_pool_sats() -> None:
     hop = _hop(states, Direction.SELL, usable, exact_in=True)
     _check_legs(hop)
     assert hop.amount_in == usable
-    # Every pool drained down to (not below) the reserve.
-    assert [leg.after.sats for leg in hop.legs] == [MIN_POOL_SATS] * 3
+    # Every pool drained down to (not below) the dust threshold of its output as re-created.
+    assert [leg.after.sats for leg in hop.legs] == [
+        continuation_dust(leg.after.tokens) for leg in hop.legs
+    ]
+    assert [continuation_dust(leg.after.tokens) for leg in hop.legs] == [687, 693, 693]
 
 
 def test_buying_everything_leaves_one_token() -> None:
@@ -413,7 +419,7 @@ def test_unknown_token_and_too_small_orders_fail() -> None:
 
 
 def test_pools_below_the_reserves_are_not_used() -> None:
-    pools = pools_from(TOKEN_A, [(MIN_POOL_SATS - 1, 10**6), (10**6, 0), (10**6, 10**6)])
+    pools = pools_from(TOKEN_A, [(continuation_dust(10**6) - 1, 10**6), (10**6, 0), (10**6, 10**6)])
     book = PoolBook(pools)
     assert [p.sats for p in book.pools(TOKEN_A)] == [10**6]
     hop = solve_hop(
