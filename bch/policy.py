@@ -263,6 +263,12 @@ def input_standardness_errors(
 # --- standardness ----------------------------------------------------------------------------
 
 
+# `is_push_only` per unlocking bytecode, kept across calls (a pure function of the bytes; the
+# bytes objects cache their hash). Bounded: cleared when full.
+_PUSH_ONLY: dict[bytes, bool] = {}
+_PUSH_ONLY_MAX = 1 << 16
+
+
 def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyViolation]:
     """Everything BCHN rejects about `tx` on its own, without looking at the coins it spends.
 
@@ -287,7 +293,9 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     max_unlocking = (
         MAX_STANDARD_UNLOCKING_SIZE if vm_year >= 2026 else MAX_STANDARD_UNLOCKING_SIZE_LEGACY
     )
-    push_only: dict[bytes, bool] = {}  # inputs often repeat an unlocking (a router's pools)
+    push_only = _PUSH_ONLY  # a router spends the same pools' unlockings in build after build
+    if len(push_only) > _PUSH_ONLY_MAX:
+        push_only.clear()
     for i, txin in enumerate(tx.inputs):
         unlocking = txin.unlocking
         pushes = push_only.get(unlocking)

@@ -111,6 +111,33 @@ class TxOutput:
         return len(self.encode())
 
 
+@dataclass(frozen=True, slots=True)
+class FungibleTemplate:
+    """Outputs that differ only in sats and fungible amount (one locking bytecode, one token
+    category, no NFT): the bytes they share are joined once, so each output is made with its
+    wire bytes already in place (a router re-creates every pool it trades this way)."""
+
+    locking: bytes
+    category: bytes
+    _head: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        head = TokenData(self.category, 1).encode_prefix()[:-1]  # ef ‖ category ‖ bitfield
+        object.__setattr__(self, "_head", head)
+
+    def output(self, value: int, amount: int) -> TxOutput:
+        """`TxOutput(value, locking, TokenData(category, amount))`, encoded."""
+        token = TokenData(self.category, amount)  # validates the amount
+        out = TxOutput(value, self.locking, token)
+        amount_bytes = compact_size(amount)
+        field_len = len(self._head) + len(amount_bytes) + len(self.locking)
+        encoded = b"".join(
+            (_U64.pack(value), compact_size(field_len), self._head, amount_bytes, self.locking)
+        )
+        object.__setattr__(out, "_encoded", encoded)
+        return out
+
+
 def decode_output(reader: Reader) -> TxOutput:
     """Decode one output (value ‖ CompactSize ‖ [token prefix] ‖ locking bytecode)."""
     value = reader.u64("output value")

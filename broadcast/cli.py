@@ -9,9 +9,6 @@ Inside `ladle up` it fans out to every devnet node (`start_in_up`, options `add_
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +23,13 @@ from broadcast.config import (
     make_config,
 )
 from broadcast.service import BroadcastService
+from rest.command import run_service
 from rest.server import RunningServer, serve_until_signal, start_app
 
 if TYPE_CHECKING:
     from ladle.up import Started, UpContext
 
 DEFAULT_PORT = 8001
-EXIT_USAGE = 2
 
 
 async def start_server(
@@ -122,20 +119,7 @@ async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
 
 
 def cmd_broadcast(args: argparse.Namespace) -> int:
-    try:
-        config = config_from_args(args)
-    except (ValueError, OSError) as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    try:
-        asyncio.run(_serve_forever(config, args.host, args.port))
-    except OSError as exc:
-        print(f"ladle: error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return run_service(args, config_from_args, _serve_forever)
 
 
 # --- ladle up ----------------------------------------------------------------------------------

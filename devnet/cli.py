@@ -56,6 +56,11 @@ def add_devnet_options(parser: argparse.ArgumentParser) -> None:
         "--preset", choices=("small", "default", "large"), default="default", help="scenario size"
     )
     s.add_argument("--no-scenario", action="store_true", help="only the premined chain")
+    s.add_argument(
+        "--no-lending",
+        action="store_true",
+        help="no lending activity (loans, staking bar, liquidation pool) in the history",
+    )
     s.add_argument("--seed", type=int, help="scenario seed (default 1)")
     s.add_argument("--days", type=int, help="days of history")
     s.add_argument("--block-interval", type=int, metavar="SEC", help="simulated block interval")
@@ -195,6 +200,7 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
     """Start the network and the HTTP server, generate the scenario, publish its documents."""
     from devnet.bcmr_http import DocumentServer
     from devnet.scenario.generator import ScenarioGenerator
+    from devnet.scenario.lending import LendingExtension
     from devnet.scenario.params import PRESETS
     from devnet.service import Devnet, DevnetConfig
     from devnet.verifier import AsyncLibauthVerifier
@@ -236,7 +242,8 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
         await devnet.start()
         result = None
         if not args.no_scenario:
-            result = await ScenarioGenerator(devnet, params).run()
+            extensions = () if args.no_lending else (LendingExtension(),)
+            result = await ScenarioGenerator(devnet, params, extensions=extensions).run()
             for path, body in result.documents.items():
                 http.publish(path, body)
             ledger = result.ledger.dumps(indent=True)

@@ -7,14 +7,13 @@ lets the system pick free ports (tests), read back from `servers[k].tcp_port` / 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from devnet.clock import DEFAULT_START, SimClock
 from devnet.electrum.server import ElectrumServer
 from devnet.network import MINER_SEED, Network
 from devnet.node import Node
 from devnet.verifier import AsyncLibauthVerifier
+from ladle.lifecycle import Service
 
 PORT_STEP = 10
 
@@ -43,7 +42,7 @@ def _port(base: int | None, k: int) -> int | None:
     return 0 if base == 0 else base + PORT_STEP * k
 
 
-class Devnet:
+class Devnet(Service):
     def __init__(
         self, config: DevnetConfig | None = None, *, verifier: AsyncLibauthVerifier | None = None
     ) -> None:
@@ -91,17 +90,7 @@ class Devnet:
             await server.close()
         await self.network.close()
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+    close = stop  # what `async with` calls on the way out
 
     def endpoints(self) -> list[dict[str, object]]:
         return [

@@ -27,6 +27,7 @@ from typing import IO, Self
 import orjson
 
 from bch.tx import Transaction, TxOutput, encode_outputs
+from ladle.lifecycle import Closing
 
 SCRIPT = Path(__file__).with_name("verifier.mjs")
 VMS = (2025, 2026)
@@ -120,8 +121,9 @@ def _command(node: str, script: Path) -> list[str]:
     return [node, str(script)]
 
 
-class LibauthVerifier:
-    """Synchronous, thread-safe client of one long-lived helper process (started lazily)."""
+class _HelperClient:
+    """What both clients are configured with: the Node binary, the helper script, how long a
+    request and the start-up may take. The helper starts lazily, on the first request."""
 
     def __init__(
         self,
@@ -136,8 +138,18 @@ class LibauthVerifier:
         self.timeout = timeout
         self.start_timeout = start_timeout
         self.libauth_version: str | None = None
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self._init_client()
+
+    def _init_client(self) -> None:
+        """The client's own state (no process yet)."""
+
+
+class LibauthVerifier(_HelperClient):
+    """Synchronous, thread-safe client of one long-lived helper process (started lazily)."""
+
+    def _init_client(self) -> None:
+        self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._buf = bytearray()
@@ -365,36 +377,13 @@ class _Session:
         await self.kill("verifier closed")
 
 
-class AsyncLibauthVerifier:
-    """asyncio client: requests are pipelined to one helper and matched by id."""
+class AsyncLibauthVerifier(_HelperClient, Closing):
+    """asyncio client: requests are pipelined to one helper and matched by id. `async with`
+    closes it; the helper still starts on the first request (or `start()`)."""
 
-    def __init__(
-        self,
-        *,
-        node: str = "node",
-        script: Path | str = SCRIPT,
-        timeout: float = 30.0,
-        start_timeout: float = 30.0,
-    ) -> None:
-        self.node = node
-        self.script = Path(script)
-        self.timeout = timeout
-        self.start_timeout = start_timeout
-        self.libauth_version: str | None = None
-        self._ids = itertools.count(1)
+    def _init_client(self) -> None:
         self._session: _Session | None = None
         self._start_lock: asyncio.Lock | None = None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     @property
     def pid(self) -> int | None:

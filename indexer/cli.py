@@ -1,9 +1,12 @@
 """`ladle index`: run the indexer alone.
 
     ladle index [--electrum URL …] [--db PATH] [--start-height H] [--insecure-tls]
+                [--feeds FILE] [--lending FILE] [--devnet-ledger FILE]
+                [--registry-source NAME=URL|PATH …] [--ipfs-gateway URL] [--no-registry-fetch]
 
 Syncs from the Electrum servers (failover in the order given) into the SQLite database, then
-follows new blocks and the mempool until SIGINT/SIGTERM (exit status 0). Progress goes to
+follows new blocks and the mempool until SIGINT/SIGTERM (exit status 0); once synced, a
+background job fetches the token registries (BCMR) the authchains publish. Progress goes to
 stderr: a status line on a terminal, JSON-lines logs otherwise. A bad option is one line on
 stderr and exit status 2; a failure, 1. Also runnable as `python -m indexer.cli`.
 """
@@ -18,10 +21,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from indexer.config_files import load_devnet_ledger, load_feeds, load_lending, parse_source
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL
 from indexer.follow.logs import configure_logging, fields
+from indexer.registry_fetch import FetchConfig, OffchainSource
 from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_indexer
+from protocols.bcmr import DEFAULT_IPFS_GATEWAY
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -82,6 +88,57 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", choices=("debug", "info", "warning", "error"), default="info"
     )
+    g = parser.add_argument_group("protocols (default: the mainnet constants)")
+    g.add_argument(
+        "--feeds",
+        metavar="FILE",
+        help='oracle feeds to decode, JSON: [{"category": hex, "layout": "delphi"|"price9"|'
+        '"legacy36", "name": "BCH/USD", "pubkeys": [hex]}] (replaces the mainnet Delphi feed)',
+    )
+    g.add_argument(
+        "--lending",
+        metavar="FILE",
+        help='lending deployments to decode, JSON: [{"version": "v1"|"v11", "stablecoin": hex, '
+        '"price_oracle": hex, "rate_oracle": hex, "agent_minter": hex, "loan_lockings": [hex], '
+        '"bar_locking": hex, "pool_locking": hex, "patterns": [hex]}] (missing fields: mainnet; '
+        "replaces the mainnet v1 deployment)",
+    )
+    g.add_argument(
+        "--devnet-ledger",
+        metavar="FILE",
+        help="also decode the devnet's oracle feed and lending deployment, read from its "
+        "ledger (ladle devnet --ledger FILE)",
+    )
+    add_registry_arguments(parser)
+
+
+def _source(text: str) -> OffchainSource:
+    try:
+        return parse_source(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+    """The registry fetch job's options (shared with `ladle up`)."""
+    g = parser.add_argument_group("token registries")
+    g.add_argument(
+        "--registry-source",
+        action="append",
+        type=_source,
+        metavar="NAME=URL|PATH",
+        help="an off-chain BCMR registry (an http(s) URL or a local file) merged into "
+        "/registry/token/<c>/all as source NAME (repeatable)",
+    )
+    g.add_argument(
+        "--ipfs-gateway",
+        metavar="URL",
+        help=f"gateway for ipfs:// registry URIs (default {DEFAULT_IPFS_GATEWAY}; "
+        "ladle up: the devnet's)",
+    )
+    g.add_argument(
+        "--no-registry-fetch", action="store_true", help="do not download token registries"
+    )
 
 
 def add_commands(subparsers: Any) -> None:
@@ -97,7 +154,20 @@ def add_commands(subparsers: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> IndexerConfig:
-    """The configuration the options describe; ValueError naming a bad one."""
+    """The configuration the options describe; ValueError naming a bad one (or a bad file)."""
+    feeds = load_feeds(args.feeds) if getattr(args, "feeds", None) else None
+    lending = load_lending(args.lending) if getattr(args, "lending", None) else None
+    if getattr(args, "devnet_ledger", None):
+        from protocols.lending.contracts import LendingConfig
+        from protocols.oracle import mainnet_feeds
+
+        devnet_feeds, devnet_lending = load_devnet_ledger(args.devnet_ledger)
+        feeds = (*(mainnet_feeds().feeds if feeds is None else feeds), *devnet_feeds)
+        lending = (*((LendingConfig(),) if lending is None else lending), *devnet_lending)
+    fetch = FetchConfig(
+        ipfs_gateway=getattr(args, "ipfs_gateway", None) or DEFAULT_IPFS_GATEWAY,
+        offchain=tuple(getattr(args, "registry_source", None) or ()),
+    )
     return IndexerConfig(
         electrum=tuple(args.electrum) if args.electrum else DEFAULT_ELECTRUM,
         db=args.db,
@@ -108,6 +178,10 @@ def config_from_args(args: argparse.Namespace) -> IndexerConfig:
         mempool_interval=args.mempool_interval,
         exit_at_tip=args.exit_at_tip,
         progress=not args.no_progress,
+        feeds=feeds,
+        lending=lending,
+        registry_fetch=not getattr(args, "no_registry_fetch", False),
+        fetch=fetch,
     )
 
 

@@ -253,16 +253,27 @@ class RegistryFetcher:
             await self.fetch_publication(item)
         return len(items)
 
-    async def run(self, interval: float = 60.0, offchain_every: int = 60) -> None:
-        """Forever: a round every `interval` seconds; off-chain sources every N rounds."""
+    async def run(
+        self,
+        interval: float = 60.0,
+        offchain_every: int = 60,
+        *,
+        first_round: asyncio.Event | None = None,
+    ) -> None:
+        """Forever: a round every `interval` seconds; off-chain sources every N rounds. A round
+        fetches everything due, batch after batch (a fresh index catches up in one round);
+        `first_round` is set when the first one is over, failed or not."""
         rounds = 0
         while True:
             try:
                 if rounds % offchain_every == 0:
                     await self.fetch_offchain()
-                await self.run_once()
+                while await self.run_once() >= self.config.batch:
+                    pass
             except (aiosqlite.Error, OSError) as exc:  # keep the job alive; log and go on
                 log.warning("registry fetch round failed: %s", exc)
+            if first_round is not None:
+                first_round.set()
             rounds += 1
             await asyncio.sleep(interval)
 

@@ -1,8 +1,11 @@
 """Running the indexer as a service: `run_indexer` (in-process, what `ladle index` and
 `ladle up` call) and `start_indexer` (its `ladle up` component).
 
-The service owns the SQLite store and the Electrum client; the live `PoolSnapshot` can be passed
-in so that other in-process components (the router) read the very object the indexer updates.
+The service owns the SQLite store, the Electrum client and the registry fetch job (BCMR
+downloads, started once the initial sync is done, on its own SQLite connection); the live
+`PoolSnapshot` can be passed in so that other in-process components (the router) read the very
+object the indexer updates. What is decoded (oracle feeds, lending deployments) is configuration,
+with the mainnet constants as defaults; `ladle up` adds the devnet's feed and deployment.
 """
 
 from __future__ import annotations
@@ -12,15 +15,19 @@ import contextlib
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from indexer.decoders import create_decoders
 from indexer.electrum import ElectrumClient, ServerAddress, ssl_context
 from indexer.follow import DEFAULT_MEMPOOL_INTERVAL, Follower, Progress
 from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.registry_fetch import FetchConfig, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
-from indexer.store import Store
+from indexer.store import Store, open_writer
+from protocols.lending.contracts import LendingConfig
+from protocols.oracle import FeedConfig, mainnet_feeds
 
 if TYPE_CHECKING:
     from ladle.up import Started, UpContext
@@ -42,6 +49,11 @@ class IndexerConfig:
     mempool_interval: float = DEFAULT_MEMPOOL_INTERVAL  # seconds between mempool polls
     exit_at_tip: bool = False  # stop once the initial sync reached the tip
     progress: bool = True  # sync progress: a status line on a terminal, else log records
+    feeds: tuple[FeedConfig, ...] | None = None  # oracle feeds (None: the mainnet Delphi feed)
+    lending: tuple[LendingConfig, ...] | None = None  # deployments (None: mainnet v1)
+    registry_fetch: bool = True  # run the BCMR fetch job (not for an in-memory database)
+    fetch: FetchConfig = field(default_factory=FetchConfig)  # gateway, limits, off-chain lists
+    fetch_interval: float = 60.0  # seconds between fetch rounds
 
     def __post_init__(self) -> None:
         if not self.electrum:
@@ -56,6 +68,8 @@ class IndexerConfig:
             raise ValueError("the mempool interval must be positive")
         if not self.db:
             raise ValueError("a database path is needed")
+        if not self.fetch_interval > 0:
+            raise ValueError("the registry fetch interval must be positive")
 
     def client(self) -> ElectrumClient:
         ctx = ssl_context(verify=False) if self.insecure_tls else None
@@ -67,14 +81,24 @@ async def run_indexer(
     *,
     ready: asyncio.Event | None = None,
     snapshot: PoolSnapshot | None = None,
+    fetched: asyncio.Event | None = None,
 ) -> None:
     """Index until cancelled (or, with `exit_at_tip`, until synced). `ready` is set once the
     initial sync and the first mempool refresh are done; `snapshot` is the live pool snapshot
-    to keep up to date (default: a private one)."""
+    to keep up to date (default: a private one); `fetched` is set once the registry job's first
+    round (after the initial sync) is over."""
     if config.db != ":memory:":
         Path(config.db).parent.mkdir(parents=True, exist_ok=True)
-    store = await Store.open(config.db, snapshot=snapshot)
+    snapshot = snapshot if snapshot is not None else PoolSnapshot()
+    decoders = create_decoders(snapshot=snapshot, feeds=config.feeds, lending=config.lending)
+    store = await Store.open(config.db, snapshot=snapshot, decoders=decoders)
     client = config.client()
+    synced = ready if ready is not None else asyncio.Event()
+    job = None
+    if config.registry_fetch and config.db != ":memory:" and not config.exit_at_tip:
+        job = asyncio.create_task(_fetch_registries(config, synced, fetched))
+    elif fetched is not None:
+        fetched.set()  # no job: nothing to wait for
     try:
         follower = Follower(
             client,
@@ -85,31 +109,83 @@ async def run_indexer(
             mempool_interval=config.mempool_interval,
             progress=Progress() if config.progress else None,
         )
-        await follower.run(ready=ready, exit_at_tip=config.exit_at_tip)
+        await follower.run(ready=synced, exit_at_tip=config.exit_at_tip)
     finally:
+        if job is not None:
+            job.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
         with contextlib.suppress(Exception):
             await client.close()
         await store.close()
 
 
+async def _fetch_registries(
+    config: IndexerConfig, synced: asyncio.Event, fetched: asyncio.Event | None
+) -> None:
+    """The BCMR fetch job, from the end of the initial sync (so it never slows the sync down)."""
+    await synced.wait()
+    try:
+        conn = await open_writer(config.db)
+    except Exception as exc:  # the index is still useful without registries
+        log.warning("the registry fetch job cannot open %s: %s", config.db, exc)
+        if fetched is not None:
+            fetched.set()
+        return
+    try:
+        fetcher = RegistryFetcher(conn, config.fetch)
+        await fetcher.run(config.fetch_interval, first_round=fetched)
+    finally:
+        await conn.close()
+
+
+def up_config(ctx: UpContext, db: str) -> IndexerConfig:
+    """`ladle up`'s indexer configuration: the devnet's nodes (failover in node order); the
+    mainnet feeds and deployments plus the devnet's own (its oracle feed, its lending
+    deployment); registries fetched from the devnet's HTTP server (its IPFS gateway) and from
+    the `--registry-source` lists."""
+    from devnet.scenario.indexing import feed_configs, lending_configs
+
+    assert ctx.devnet is not None
+    urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
+    feeds = list(mainnet_feeds().feeds)
+    lending = [LendingConfig()]
+    scenario = ctx.devnet.scenario
+    if scenario is not None:
+        feeds += feed_configs(scenario.ledger)
+        lending += lending_configs(scenario.ledger)
+    args = ctx.args
+    gateway = getattr(args, "ipfs_gateway", None) or f"{ctx.devnet.http.url}/ipfs/"
+    sources = tuple(getattr(args, "registry_source", None) or ())
+    return IndexerConfig(
+        electrum=urls,
+        db=db,
+        start_height=0,
+        progress=False,
+        feeds=tuple(feeds),
+        lending=tuple(lending),
+        registry_fetch=not getattr(args, "no_registry_fetch", False),
+        fetch=FetchConfig(ipfs_gateway=gateway, offchain=sources),
+    )
+
+
 async def start_indexer(ctx: UpContext) -> Started | None:
-    """`ladle up`'s indexer: follows the devnet's nodes (failover in node order) into a fresh
-    database and returns once the initial sync is done. Shares `ctx.snapshot` when the context
-    has one (for the router); the database is `ctx.args.index_db` if set, else a temporary file
-    removed on stop."""
+    """`ladle up`'s indexer (`up_config`) into a fresh database; returns once the initial sync
+    and the first registry fetch round are done. Shares `ctx.snapshot` when the context has one
+    (for the router); the database is `ctx.args.index_db` if set, else a temporary file removed
+    on stop."""
     from ladle.up import Started
 
     if ctx.devnet is None:
         return None
-    urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
     chosen = getattr(ctx.args, "index_db", None)
     scratch = None if chosen else tempfile.mkdtemp(prefix="ladle-index-")
     db = str(chosen) if chosen else str(Path(scratch or ".") / "index.sqlite")
     shared = getattr(ctx, "snapshot", None)
     snapshot = shared if isinstance(shared, PoolSnapshot) else PoolSnapshot()
-    config = IndexerConfig(electrum=urls, db=db, start_height=0, progress=False)
-    ready = asyncio.Event()
-    task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot))
+    config = up_config(ctx, db)
+    ready, fetched = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched))
 
     async def stop() -> None:
         task.cancel()
@@ -118,7 +194,11 @@ async def start_indexer(ctx: UpContext) -> Started | None:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    waiter = asyncio.create_task(ready.wait())
+    async def both() -> None:
+        await ready.wait()
+        await fetched.wait()
+
+    waiter = asyncio.create_task(both())
     try:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
@@ -130,14 +210,19 @@ async def start_indexer(ctx: UpContext) -> Started | None:
         await stop()
         task.result()  # raises what ended it
         raise RuntimeError("the indexer stopped before its initial sync finished")
+    feeds = config.feeds or ()
     info: dict[str, object] = {
         "db": db,
         "height": snapshot.height,
         "pools": len(snapshot),
         "pending": len(snapshot.pending_txids()),
+        "feeds": [f.category for f in feeds],
+        "lending": len(config.lending or ()),
     }
     lines = [
         f"indexer: synced to height {snapshot.height}, {len(snapshot)} live pools "
-        f"({len(snapshot.pending_txids())} pending transactions); database {db}"
+        f"({len(snapshot.pending_txids())} pending transactions); database {db}",
+        f"  decoding {len(feeds)} oracle feed(s), {len(config.lending or ())} lending "
+        f"deployment(s); registries fetched via {config.fetch.ipfs_gateway}",
     ]
     return Started("indexer", {"indexer": info}, lines, stop)

@@ -123,6 +123,11 @@ class PoolSnapshot:
     def is_confirmed_pool(self, outpoint: OutPoint) -> bool:
         return outpoint in self._confirmed_at
 
+    def confirmed_pool(self, outpoint: OutPoint) -> LivePool | None:
+        """The confirmed pool at this outpoint, whatever the mempool does with it (the
+        indexer's decoder reads the pools a block spends here instead of from SQLite)."""
+        return self._confirmed_at.get(outpoint)
+
     # --- change feed ---------------------------------------------------------------------------
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:

@@ -45,6 +45,7 @@ class UpContext:
     args: argparse.Namespace
     started: dict[str, Started] = field(default_factory=dict)
     devnet: LaunchedDevnet | None = None  # what later components connect to
+    usd_feed: str | None = None  # the devnet's BCH/USD oracle feed category (display hex)
     # The live pool snapshot the indexer writes and the router reads (one object, in-process).
     snapshot: Any = field(default_factory=lambda: _new_snapshot())
 
@@ -63,6 +64,8 @@ async def start_devnet(ctx: UpContext) -> Started:
 
     launched = await launch(ctx.args)
     ctx.devnet = launched
+    if launched.scenario is not None:
+        ctx.usd_feed = launched.scenario.ledger.oracle.category
     return Started(
         "devnet",
         {"electrum": launched.electrum(), "wallets": launched.wallets(), "devnet": launched.info()},
@@ -109,6 +112,7 @@ COMPONENTS: list[tuple[str, StartFn]] = [
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from broadcast.cli import add_up_options
     from devnet.cli import add_devnet_options
+    from indexer.cli import add_registry_arguments
 
     add_devnet_options(parser)
     parser.add_argument(
@@ -123,6 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="data API port (default 8000; 0 when --ports is 0)",
     )
+    add_registry_arguments(parser)
     add_up_options(parser)
 
 

@@ -5,6 +5,9 @@ Exact layouts (little-endian; ../shared/reference/oracle-registry-lending.md):
 - Delphi commitment, 16 bytes: `timestamp u48 ‖ use_fee u16 ‖ sequence u32 ‖ price u32`.
 - 9-byte price contract: `00 ‖ sequence u32 ‖ price u32` (no timestamp: the block time is used).
 - 36-byte legacy layout: `oracle_pkh[20] ‖ GP message[16]`.
+- The lending protocol's interest-rate (basis-point) oracle, 10 bytes:
+  `timestamp u48 ‖ use_fee u16 ‖ bp_value u16` (`protocols.lending.v1.RateCommitment`); its
+  value is the bp rate, not a price, and it has no sequence (its timestamp stands in for one).
 - GP message, 16 bytes: `timestamp i32 ‖ message_sequence i32 ‖ data_sequence i32 ‖ price i32`
   (a negative data_sequence marks a metadata message, −6 = attestation scaling), signed with BCH
   Schnorr over sha256(message) — what `OP_CHECKDATASIG` checks.
@@ -30,6 +33,7 @@ from bch.keys import PrivateKey, verify_schnorr
 from bch.script import OP_RETURN, push_data
 from bch.script import pushes as script_pushes
 from bch.tx import hex_to_hash
+from protocols.lending.v1 import MAINNET_RATE_ORACLE, RateCommitment
 
 GP_TAG = b"GPPM"
 GP_HEAD = bytes((OP_RETURN,)) + push_data(GP_TAG)  # what a publication output starts with
@@ -43,8 +47,8 @@ _GP = struct.Struct("<iiii")
 _DELPHI_TAIL = struct.Struct("<HII")
 _PRICE9 = struct.Struct("<II")
 
-Layout = Literal["delphi", "price9", "legacy36"]
-LAYOUTS: tuple[Layout, ...] = ("delphi", "price9", "legacy36")
+Layout = Literal["delphi", "price9", "legacy36", "rate"]
+LAYOUTS: tuple[Layout, ...] = ("delphi", "price9", "legacy36", "rate")
 MessageStatus = Literal["valid", "invalid_signature", "unknown_key"]
 
 
@@ -214,7 +218,9 @@ class FeedConfig:
 class FeedPrice:
     """One decoded oracle UTXO. `time` is the commitment's timestamp, or the block time for a
     layout without one; `price` is None when the value is not a trusted price (a metadata
-    message, or a legacy message whose signature could not be checked)."""
+    message, or a legacy message whose signature could not be checked). For the `rate` layout,
+    `price` is the bp value and `sequence` the timestamp (the layout has no sequence; its
+    updates re-create one UTXO, so the latest timestamp is the current value)."""
 
     layout: Layout
     time: int
@@ -232,6 +238,9 @@ def decode_feed(layout: Layout, commitment: bytes, block_time: int) -> FeedPrice
     if layout == "price9":
         p = Price9Commitment.decode(commitment)
         return FeedPrice(layout, block_time, p.sequence, p.price)
+    if layout == "rate":
+        r = RateCommitment.decode(commitment)
+        return FeedPrice(layout, r.timestamp, r.timestamp, r.bp_value, use_fee=r.use_fee)
     legacy = LegacyCommitment.decode(commitment)
     m = legacy.message
     price = None if m.is_metadata else m.price
@@ -284,6 +293,15 @@ class FeedTable:
         return cls(feeds)
 
 
+RATE_FEED_NAME = "interest rate (bp)"
+
+
 def mainnet_feeds() -> FeedTable:
-    """The default configuration: the lending protocol's Delphi BCH/USD feed."""
-    return FeedTable([FeedConfig(MAINNET_DELPHI_CATEGORY, "delphi", "BCH/USD")])
+    """The default configuration: the lending protocol's Delphi BCH/USD feed and its
+    interest-rate oracle."""
+    return FeedTable(
+        [
+            FeedConfig(MAINNET_DELPHI_CATEGORY, "delphi", "BCH/USD"),
+            FeedConfig(MAINNET_RATE_ORACLE, "rate", RATE_FEED_NAME),
+        ]
+    )

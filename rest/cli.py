@@ -1,6 +1,6 @@
 """`ladle rest`: serve the data API over an index database.
 
-    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--rate-limit N]
+    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--rate-limit N] [--usd-feed HEX]
 
 Once serving, one JSON line goes to stdout: `{"rest": "http://host:port", "db": PATH}`.
 Registered on the `ladle` command by `add_commands(subparsers)`.
@@ -9,15 +9,12 @@ Registered on the `ladle` command by `add_commands(subparsers)`.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import sys
 from pathlib import Path
 from typing import Any
 
+from rest.command import run_service
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
-
-EXIT_USAGE = 2
+from rest.index_tokens import MAINNET_USD_FEED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an index tip older than this counts as not synced to now (7200; 0: never)",
     )
     parser.add_argument(
+        "--usd-feed",
+        metavar="HEX",
+        help="the BCH/USD oracle feed behind the *_usd figures: its 64-hex token category "
+        "(default: the mainnet Delphi feed; none: no USD figures)",
+    )
+    parser.add_argument(
         "--prefix",
         default="bitcoincash",
         choices=("bitcoincash", "bchtest", "bchreg"),
@@ -76,8 +79,10 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
     """ValueError names what is wrong."""
     if not 0 <= args.port <= 65_535:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
+    feed = str(getattr(args, "usd_feed", None) or MAINNET_USD_FEED)
     return RestConfig(
         db_path=args.db,
+        usd_feed=None if feed == "none" else feed.lower(),
         rate_limit=args.rate_limit,
         trust_forwarded=args.trust_forwarded,
         cors_origins=tuple(args.cors_origin) if args.cors_origin else ("*",),
@@ -89,20 +94,7 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
 def cmd_rest(args: argparse.Namespace) -> int:
     from rest.service import serve
 
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    try:
-        asyncio.run(serve(config, args.host, args.port))
-    except OSError as exc:
-        print(f"ladle: error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return run_service(args, config_from_args, serve)
 
 
 def main(argv: list[str] | None = None) -> int:

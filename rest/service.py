@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rest.app import create_app
 from rest.config import DEFAULT_PORT, RestConfig
+from rest.index_tokens import MAINNET_USD_FEED
 from rest.server import RunningServer, serve_until_signal, start_app
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ async def start_in_up(ctx: UpContext) -> Started | None:
             return node.height
 
         chain_tip = devnet_tip
-    config = RestConfig(db_path=db, chain_tip=chain_tip)
+    # The devnet's own BCH/USD feed (which the indexer decodes) behind the USD figures.
+    usd_feed = getattr(ctx, "usd_feed", None) or MAINNET_USD_FEED
+    config = RestConfig(db_path=db, chain_tip=chain_tip, usd_feed=usd_feed)
     running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
     return Started(
         "rest",

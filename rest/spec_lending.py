@@ -12,6 +12,7 @@ from indexer.store.queries_lending import RATIO_BUCKETS
 from rest import params as prm
 from rest.routes.lending import (
     HISTORY_LIMIT,
+    LOANS_LIMIT,
     MAX_NFTHS,
     MAX_PRICE,
     MAX_RATE_BP,
@@ -119,6 +120,11 @@ def _stats(version: str) -> Schema:
             "oracle_price": nullable(PRICE_CENTS),
             "oracle_time": nullable({**TIME, "description": "the price update's timestamp"}),
             "collateral_ratio": nullable(buckets),
+            "redeemable": nullable(
+                {**UINT, "description": "loans whose rate_bp is at most the rate oracle's"}
+            ),
+            "rate_bp": nullable({**UINT, "description": "the interest-rate oracle's bp at now"}),
+            "rate_time": nullable({**TIME, "description": "the rate update's timestamp"}),
         },
     )
 
@@ -200,6 +206,10 @@ def _history_params() -> list[Schema]:
     ]
 
 
+def _loan_pages() -> list[Schema]:
+    return [q_offset(), q_limit(LOANS_LIMIT)]
+
+
 def _since() -> list[Schema]:
     return [q_time("since", "only states with mtp > since (default 0)"), q_limit(STATE_LIMIT)]
 
@@ -232,8 +242,8 @@ def paths() -> dict[str, Any]:
                     "rate_bp",
                     "query",
                     {"type": "integer", "minimum": 0, "maximum": MAX_RATE_BP},
-                    "the interest-rate oracle's bp value (not indexed; without it no loan is "
-                    "redeemable)",
+                    "the interest-rate oracle's bp value to judge at (default: the indexed "
+                    "rate oracle's value at now; without one no loan is redeemable)",
                     False,
                 ),
             ],
@@ -245,7 +255,9 @@ def paths() -> dict[str, Any]:
             [borrower],
             "An unknown hash is an empty list.",
         ),
-        f"{v11}/loans/active": op("Active v11 loans", "LendingLoans", []),
+        f"{v11}/loans/active": op(
+            "Active v11 loans", "LendingLoans", _loan_pages(), "Chain order (stable for paging)."
+        ),
         f"{v11}/pool/history": op(
             "Liquidation pool states, newest first", "LendingPoolStates", _since()
         ),
@@ -275,7 +287,9 @@ def paths() -> dict[str, Any]:
             [borrower],
             "An unknown hash is an empty list.",
         ),
-        f"{v1}/loans/active": op("Active v1 loans", "LendingLoansV1", []),
+        f"{v1}/loans/active": op(
+            "Active v1 loans", "LendingLoansV1", _loan_pages(), "Chain order (stable for paging)."
+        ),
         f"{v1}/stats": op("Totals of the active v1 loans", "LendingStatsV1", []),
     }
     return out

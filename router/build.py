@@ -256,13 +256,15 @@ def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
     """No category exists beyond 2^63−1 tokens, pools and users together: coins claiming more
     next to the pools this trade spends cannot be real (and the transaction would be invalid
     by consensus), so the request is refused as a bad request, not built."""
-    held: dict[bytes, int] = {}
-    for leg in q.legs:
-        held[leg.pool.category] = held.get(leg.pool.category, 0) + leg.pool.tokens
     claimed: dict[bytes, list[FundingInput]] = {}
     for f in selected:
         if f.token is not None and f.token.amount:
             claimed.setdefault(f.token.category, []).append(f)
+    if not claimed:
+        return
+    held: dict[bytes, int] = {}
+    for leg in q.legs:
+        held[leg.pool.category] = held.get(leg.pool.category, 0) + leg.pool.tokens
     for category, coins in claimed.items():
         in_pools = held.get(category, 0)
         in_coins = sum(_token_amount(f) for f in coins)

@@ -21,7 +21,7 @@ import orjson
 from bch.encoding import compact_size_len
 from bch.policy import dust_threshold
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import MAX_SATS, OutPoint, TxInput, TxOutput, hex_to_hash
+from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, TxInput, TxOutput, hex_to_hash
 from protocols.cauldron.contract import TRADE_UNLOCK_LEN, pool_locking_bytecode, trade_unlocking
 from protocols.cauldron.formulas import PoolState, buy_tokens_exact_in, sell_tokens_exact_in
 
@@ -118,10 +118,11 @@ class Pool:
     _unlocking: bytes = field(init=False, repr=False, compare=False)
     _state: PoolState = field(init=False, repr=False, compare=False)
     _input: TxInput = field(init=False, repr=False, compare=False)
-    _json: tuple[tuple[str, object], ...] = field(init=False, repr=False, compare=False)
+    _json: tuple[str, str, str] | None = field(init=False, repr=False, compare=False, default=None)
     _sell_cap: int = field(init=False, repr=False, compare=False, default=-1)
     _buy_cap: int = field(init=False, repr=False, compare=False, default=-1)
     _source_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
+    _template: FungibleTemplate | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if not is_hex_id(self.txid):
@@ -150,16 +151,6 @@ class Pool:
         object.__setattr__(self, "_state", PoolState(self.sats, self.tokens))
         # One input object per pool: its wire bytes are encoded once, however many builds.
         object.__setattr__(self, "_input", TxInput(self._outpoint, unlocking))
-        object.__setattr__(
-            self,
-            "_json",
-            (
-                ("txid", self.txid),
-                ("tx_pos", self.vout),
-                ("owner_pkh", self.owner_pkh.hex()),
-                ("token_id", self.token_id),
-            ),
-        )
 
     @property
     def state(self) -> PoolState:
@@ -183,9 +174,13 @@ class Pool:
         return entry
 
     @property
-    def json_fields(self) -> tuple[tuple[str, object], ...]:
-        """(key, value) pairs naming the pool in JSON: txid, tx_pos, owner_pkh, token_id."""
-        return self._json
+    def json_strings(self) -> tuple[str, str, str]:
+        """(owner_pkh hex, sats, tokens) as a leg's JSON shows them, made once per pool."""
+        strings = self._json
+        if strings is None:
+            strings = (self.owner_pkh.hex(), str(self.sats), str(self.tokens))
+            object.__setattr__(self, "_json", strings)
+        return strings
 
     @property
     def sell_cap(self) -> int:
@@ -230,8 +225,13 @@ class Pool:
         return self._locking
 
     def output(self, state: PoolState) -> TxOutput:
-        """The pool UTXO holding `state` (its current one, or its re-creation after a trade)."""
-        return TxOutput(state.sats, self.locking, TokenData(self.category, state.tokens))
+        """The pool UTXO holding `state` (its current one, or its re-creation after a trade),
+        with its wire bytes made from the pool's template."""
+        template = self._template
+        if template is None:
+            template = FungibleTemplate(self._locking, self._category)
+            object.__setattr__(self, "_template", template)
+        return template.output(state.sats, state.tokens)
 
     @property
     def source_output(self) -> TxOutput:

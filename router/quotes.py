@@ -9,7 +9,7 @@ pay the fee on top (`gross_for_net`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bch.encoding import compact_size_len
@@ -90,10 +90,17 @@ class Quote:
     miner_fee_estimate: int
     snapshot_version: int | str | None
     index_height: int | None
+    # Every hop's legs in order, joined once: the builder and the gate walk them many times.
+    _legs: tuple[Leg, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        hops = self.hops
+        legs = hops[0].legs if len(hops) == 1 else tuple(leg for h in hops for leg in h.legs)
+        object.__setattr__(self, "_legs", legs)
 
     @property
     def legs(self) -> tuple[Leg, ...]:
-        return tuple(leg for hop in self.hops for leg in hop.legs)
+        return self._legs
 
     def prices(self) -> tuple[float, float]:
         """(pre, post): the best marginal price among the pools used, before and after.

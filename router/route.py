@@ -37,6 +37,8 @@ from bch.policy import MAX_STANDARD_TX_SIZE
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
+    LP_FEE_DEN,
+    LP_FEE_NUM,
     PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
@@ -110,21 +112,27 @@ class Leg:
 
     def to_json(self) -> dict[str, Any]:
         pool, after = self.pool, self.after
-        entry: dict[str, Any] = dict(pool.json_fields)
+        owner, sats_before, tokens_before = pool.json_strings
         if after.sats > pool.sats:  # buy: sats in, tokens out
-            entry["direction"] = "buy"
-            entry["amount_in"] = str(after.sats - pool.sats)
-            entry["amount_out"] = str(pool.tokens - after.tokens)
+            direction = "buy"
+            amount_in, amount_out = after.sats - pool.sats, pool.tokens - after.tokens
         else:
-            entry["direction"] = "sell"
-            entry["amount_in"] = str(after.tokens - pool.tokens)
-            entry["amount_out"] = str(pool.sats - after.sats)
-        entry["lp_fee"] = str(lp_fee(pool.sats, after.sats))
-        entry["sats_before"] = str(pool.sats)
-        entry["tokens_before"] = str(pool.tokens)
-        entry["sats_after"] = str(after.sats)
-        entry["tokens_after"] = str(after.tokens)
-        return entry
+            direction = "sell"
+            amount_in, amount_out = after.tokens - pool.tokens, pool.sats - after.sats
+        return {
+            "txid": pool.txid,
+            "tx_pos": pool.vout,
+            "owner_pkh": owner,
+            "token_id": pool.token_id,
+            "direction": direction,
+            "amount_in": str(amount_in),
+            "amount_out": str(amount_out),
+            "lp_fee": str(lp_fee(pool.sats, after.sats)),
+            "sats_before": sats_before,
+            "tokens_before": tokens_before,
+            "sats_after": str(after.sats),
+            "tokens_after": str(after.tokens),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,19 +298,48 @@ class _Model:
             return pool.buy_cap
         return _sell_out_cap(pool)
 
+    # The route evaluates these thousands of times per order, so the common case is the
+    # contract's arithmetic inline (the same integer expressions as `protocols.cauldron.
+    # formulas`, which `tests/router/test_route.py` holds them to); anything near a limit or
+    # invalid goes to the formula itself, which also raises the same errors.
+
     def out_for_in(self, i: int, amount_in: int) -> int:
         pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
         if self.direction is Direction.BUY:
-            return buy_tokens_exact_in(pool.state, amount_in)
+            if amount_in < 1 or x + amount_in > MAX_SATS or x < 1 or t < 1:
+                return buy_tokens_exact_in(pool.state, amount_in)
+            net = x + amount_in - amount_in * LP_FEE_NUM // LP_FEE_DEN
+            return t + (-(x * t) // net)  # t − ⌈k/net⌉
+        if amount_in < 1 or t + amount_in > MAX_TOKEN_AMOUNT or x < 1 or t < 1:
+            out = sell_tokens_exact_in(pool.state, amount_in)
+        else:
+            spare = x + (-(x * t) // (t + amount_in))  # x − ⌈k/(t + in)⌉
+            out = (LP_FEE_DEN * spare + LP_FEE_DEN - 1) // (LP_FEE_DEN + LP_FEE_NUM)
         # Paying more tokens than the cap's payout needs can widen the amount: the reserve
         # is that of the tokens actually held after the sale.
-        out = sell_tokens_exact_in(pool.state, amount_in)
-        return max(0, min(out, pool.sats - pool_reserve(pool.tokens + amount_in)))
+        return max(0, min(out, x - pool_reserve(t + amount_in)))
 
     def in_for_out(self, i: int, amount_out: int) -> int:
         pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
         if self.direction is Direction.BUY:
+            if 1 <= amount_out < t and x >= 1:
+                missing = -(-(x * t) // (t - amount_out)) - x
+                sats_in = (
+                    0
+                    if missing <= 0
+                    else (LP_FEE_DEN * (missing - 1)) // (LP_FEE_DEN - LP_FEE_NUM) + 1
+                )
+                if x + sats_in <= MAX_SATS:
+                    return sats_in
             return buy_tokens_exact_out(pool.state, amount_out)
+        if amount_out >= 1 and t >= 1:
+            net = x - amount_out - amount_out * LP_FEE_NUM // LP_FEE_DEN
+            if net >= 1:
+                tokens_in = -(-(x * t) // net) - t
+                if t + tokens_in <= MAX_TOKEN_AMOUNT:
+                    return tokens_in
         return sell_tokens_exact_out(pool.state, amount_out)
 
     def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
@@ -881,23 +918,46 @@ def _best_single(
     target = floor
     stop = rate_floor
     vmax = m.vmax
-    for i in candidates:
-        if in_rate_order and vmax[i] * vmax[i] * (1.0 + 1e-9) < stop:
-            break  # sorted by v_max: no later pool can beat the best value so far
+    pools = m.pools
+    buying = m.direction is Direction.BUY
+    x_in = amount + 1.0 / GAMMA + 1e-9 * amount
+    g_in = GAMMA * x_in
+    order = list(candidates)
+    scores: list[float] = []
+    # Candidates go in chunks: each chunk's upper bounds (`single_bound`, the same
+    # expressions, less the pool's byte cost) in one comprehension, the exact trade only for
+    # those that can beat the best value so far. Chunks keep an early stop cheap.
+    for start in range(0, len(order), 16):
+        chunk = order[start : start + 16]
         if exact_in:
-            if math.floor(m.single_bound(i, amount)) - cost[i] * conv <= target:
-                continue
-        else:
-            bound = m.single_cost_bound(i, amount)
-            if bound >= _INF or math.ceil(bound) + cost[i] * conv >= -target:
-                continue
-        found = _single(m, i, amount, exact_in, cost, v, lenient)
-        if found is not None and found.value > target:
-            best = found
-            value = found.value
-            target = value
-            if in_rate_order:
-                stop = _single_rate_floor(m, amount, exact_in, need_of(target))
+            if buying:
+                ubs = [
+                    p.tokens * GAMMA * x_in / (p.sats + g_in) * (1 + 1e-12) + 1.0
+                    for p in [pools[i] for i in chunk]
+                ]
+            else:
+                ubs = [
+                    PHI * p.sats * amount / (p.tokens + amount) * (1 + 1e-12) + 2.0
+                    for p in [pools[i] for i in chunk]
+                ]
+            scores = [math.floor(u) - cost[i] * conv for u, i in zip(ubs, chunk, strict=True)]
+        for k, i in enumerate(chunk):
+            if in_rate_order and vmax[i] * vmax[i] * (1.0 + 1e-9) < stop:
+                return best  # sorted by v_max: no later pool can beat the best value so far
+            if exact_in:
+                if scores[k] <= target:
+                    continue
+            else:
+                bound = m.single_cost_bound(i, amount)
+                if bound >= _INF or math.ceil(bound) + cost[i] * conv >= -target:
+                    continue
+            found = _single(m, i, amount, exact_in, cost, v, lenient)
+            if found is not None and found.value > target:
+                best = found
+                value = found.value
+                target = value
+                if in_rate_order:
+                    stop = _single_rate_floor(m, amount, exact_in, need_of(target))
     return best
 
 

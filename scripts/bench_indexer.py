@@ -18,6 +18,11 @@ runs in aiosqlite's worker thread), which say where the time goes.
 
     .venv/bin/python scripts/bench_indexer.py [--json out.json] [--days 90]
         [--payments-per-day 2000] [--trades-per-day 300] [--seed 1] [--window 32]
+        [--cache DIR] [--decoders cauldron,…]
+
+`--cache DIR` stores the generated chain (its blocks, and what the generator reported) keyed by
+the scenario settings, and later runs replay it into a fresh devnet instead of generating it
+again (minutes → about a minute).
     .venv/bin/python scripts/bench_indexer.py --electrum tcp://host:port --start-height H
 
 With `--electrum`, no devnet is started: the given server's chain from `--start-height` is
@@ -92,12 +97,59 @@ def _serve_devnet(settings: dict[str, Any], conn: Connection) -> None:
     asyncio.run(_devnet_main(settings, conn))
 
 
+def _cache_paths(cache: Path, settings: dict[str, Any]) -> tuple[Path, Path]:
+    """(blocks file, info file) of the cached history generated with `settings`."""
+    key = "-".join(f"{k}{settings[k]}" for k in sorted(settings))
+    return cache / f"chain-{key}.bin", cache / f"chain-{key}.json"
+
+
+def _save_chain(blocks_file: Path, raws: Sequence[bytes]) -> None:
+    """Every block after the genesis, each as a 4-byte little-endian length and its bytes."""
+    tmp = blocks_file.with_suffix(".tmp")
+    with tmp.open("wb") as f:
+        for raw in raws:
+            f.write(len(raw).to_bytes(4, "little"))
+            f.write(raw)
+    tmp.replace(blocks_file)
+
+
+def _load_chain(blocks_file: Path) -> list[bytes]:
+    data = blocks_file.read_bytes()
+    raws, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos : pos + 4], "little")
+        raws.append(data[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+    return raws
+
+
 async def _devnet_main(settings: dict[str, Any], conn: Connection) -> None:
+    from bch.block import Block
+    from devnet.blocks import BlockRecord
     from devnet.scenario import PRESETS, ScenarioGenerator
     from devnet.service import Devnet, DevnetConfig
 
+    cache = settings.pop("cache", None)
     params = PRESETS["large"].replace(**settings)
     began = time.perf_counter()
+    cached = _cache_paths(Path(cache), settings) if cache else None
+    if cached is not None and cached[0].exists() and cached[1].exists():
+        # Replay the cached chain into a devnet without a premine (the same genesis).
+        async with Devnet(DevnetConfig(tcp_base=0, ws_base=None, verify=False, premine=0)) as net:
+            node = net.nodes[0]
+            for raw in _load_chain(cached[0]):
+                block = Block(raw)
+                node.chain.connect(
+                    BlockRecord(block.header, tuple(block.iter_transactions()), raw, block.hash)
+                )
+            info = json.loads(cached[1].read_text())
+            info |= {
+                "port": net.servers[0].tcp_port,
+                "loaded_from_cache_s": round(time.perf_counter() - began, 1),
+            }
+            conn.send(info)
+            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        return
     async with Devnet(DevnetConfig(tcp_base=0, ws_base=None, verify=False)) as net:
         result = await ScenarioGenerator(net, params).run()
         ledger = result.ledger
@@ -105,19 +157,21 @@ async def _devnet_main(settings: dict[str, Any], conn: Connection) -> None:
         for t in ledger.transactions:
             kinds[t.kind] = kinds.get(t.kind, 0) + 1
         node = net.nodes[0]
-        conn.send(
-            {
-                "port": net.servers[0].tcp_port,
-                "height": node.height,
-                "transactions": sum(len(b.txs) for b in node.chain.blocks),
-                "scenario_transactions": len(ledger.transactions),
-                "kinds": kinds,
-                "trade_entries": len(ledger.trades),
-                "pools": len(ledger.pools),
-                "generation_s": round(time.perf_counter() - began, 1),
-                "params": params.to_json(),
-            }
-        )
+        info = {
+            "height": node.height,
+            "transactions": sum(len(b.txs) for b in node.chain.blocks),
+            "scenario_transactions": len(ledger.transactions),
+            "kinds": kinds,
+            "trade_entries": len(ledger.trades),
+            "pools": len(ledger.pools),
+            "generation_s": round(time.perf_counter() - began, 1),
+            "params": params.to_json(),
+        }
+        if cached is not None:
+            cached[0].parent.mkdir(parents=True, exist_ok=True)
+            _save_chain(cached[0], [b.raw for b in node.chain.blocks[1:]])
+            cached[1].write_text(json.dumps(info, indent=2) + "\n")
+        conn.send(info | {"port": net.servers[0].tcp_port})
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # until told to stop
 
 
@@ -247,6 +301,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trades-per-day", type=int, default=300)
     parser.add_argument("--payments-per-day", type=int, default=2000)
     parser.add_argument(
+        "--cache",
+        type=Path,
+        help="keep the generated history in this directory and reuse it on later runs",
+    )
+    parser.add_argument(
         "--decoders",
         help=f"comma-separated decoders to index with (default: all registered, "
         f"{','.join(registered_decoders())})",
@@ -270,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "trades_per_day": args.trades_per_day,
                 "payments_per_day": args.payments_per_day,
             }
+            if args.cache is not None:
+                settings["cache"] = str(args.cache)
             ctx = multiprocessing.get_context("spawn")
             parent_conn, child_conn = ctx.Pipe()
             child = ctx.Process(target=_serve_devnet, args=(settings, child_conn), daemon=True)

@@ -131,6 +131,7 @@ class TokenState:
     identity_utxo: tuple[OutPoint, TxOutput] | None = None
     publication: Publication | None = None
     publication_txid: str = ""
+    burned_txid: str = ""
     pools: list[LivePool] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
 
@@ -584,6 +585,19 @@ class ScenarioGenerator:
         token.identity_utxo = (OutPoint(tx.txid, 0), tx.outputs[0])
         token.publication_txid = tx.txid_hex
 
+    async def burn_identity(self, token: TokenState) -> None:
+        """The last authchain link: spend the identity output into a transaction whose output 0
+        is `OP_RETURN` (no BCMR publication), so no later link can publish."""
+        assert token.identity_utxo is not None
+        op, out = token.identity_utxo
+        draft = Draft()
+        draft.spend(Spend(op, out, token.identity))
+        draft.pay(TxOutput(0, bytes((OP_RETURN,)) + push_data(b"burn")))
+        tx = await self._complete(draft, token.issuer)
+        await self.submit(tx, "identity_burn")
+        token.identity_utxo = None
+        token.burned_txid = tx.txid_hex
+
     def _gp(self, data_sequence: int, price: int) -> GpMessage:
         self.message_sequence += 1
         return GpMessage(self.clock.now(), self.message_sequence, data_sequence, price)
@@ -909,6 +923,9 @@ class ScenarioGenerator:
         for token in self.tokens:
             if token.spec.bcmr == "authchain-http":
                 at(total // 3, functools.partial(self.publish_late, token))
+        if p.burn_identity:
+            late = next(t for t in self.tokens if t.spec.bcmr == "authchain-http")
+            at(total // 2, functools.partial(self.burn_identity, late))
         for _ in range(p.decoys):
             at(rng.randrange(total), self.decoy)
         window = range(max(1, total // 10), max(2, total - 2))
@@ -1015,6 +1032,7 @@ class ScenarioGenerator:
             supply=token.supply,
             issuer_address=token.issuer.wallet.token_address,
             bcmr=bcmr,
+            identity_burned_txid=token.burned_txid or None,
         )
 
     def _actors(self) -> list[WalletEntry]:

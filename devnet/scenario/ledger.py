@@ -25,6 +25,7 @@ TxKind = Literal[
     "payout",
     "token_genesis",
     "bcmr_publication",
+    "identity_burn",
     "token_distribution",
     "pool_create",
     "trade",
@@ -73,6 +74,9 @@ class TokenEntry:
     supply: int
     issuer_address: str
     bcmr: BcmrEntry | None
+    # The authchain link that burned the identity (its output 0 is OP_RETURN), if any: the
+    # registry published before it stays the token's last word.
+    identity_burned_txid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

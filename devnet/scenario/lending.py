@@ -10,7 +10,11 @@ of it), then the v11 bar and pool states. During the history, at fixed fractions
 - v11: borrow (B; C with a delegate; E) → delegate (B) → repay (B, interest to the bar);
   accrue (C, by the keeper); liquidation through the pool (E: the pool's stablecoin absorbs the
   debt, the collateral goes to the BCH pot, the rest to an allowance); bar and pool stake and
-  unstake.
+  unstake;
+- the interest-rate oracle (its own category, a mutable NFT re-created by each update, the
+  10-byte `timestamp ‖ use_fee ‖ bp_value` commitment): 100 bp at set-up (no loan redeemable),
+  360 bp before the first repay (the 350 bp v11 loan C and the 150 bp v1 loan F become
+  redeemable; F is redeemed), 200 bp after the accrue (C no longer is).
 
 The contracts are the devnet's stand-ins (`protocols.lending.contracts`): the layouts are real,
 the covenants are not modelled, so price rules are not enforced by the chain — the scenario
@@ -42,6 +46,7 @@ from protocols.lending.contracts import (
     p2nfth_redeem,
     pool_redeem,
 )
+from protocols.oracle import RATE_FEED_NAME, FeedConfig
 
 if TYPE_CHECKING:
     from devnet.scenario.generator import ScenarioGenerator
@@ -50,6 +55,9 @@ SUPPLY = 10**12  # stablecoin cents
 STATE_SATS = v11.POOL_BASE_SATS
 ALLOWANCE_MIN = 1_000
 KIND: TxKind = "lending"
+RATE_USE_FEE = 500  # sats a contract pays per use of the rate oracle
+RATE_START_BP = 100
+RATE_STEPS = {"rate_up": 360, "rate_down": 200}  # step name -> the oracle's new bp value
 INTEREST_KINDS = ("refinance", "accrue", "repay", "redeem", "liquidation")
 # (fraction of the history, step name)
 SCHEDULE: tuple[tuple[float, str], ...] = (
@@ -58,11 +66,13 @@ SCHEDULE: tuple[tuple[float, str], ...] = (
     (0.20, "add_collateral"),
     (0.30, "refinance"),
     (0.35, "delegate"),
+    (0.40, "rate_up"),
     (0.45, "repay"),
     (0.55, "redeem"),
     (0.60, "liquidate"),
     (0.65, "pool_liquidate"),
     (0.70, "accrue"),
+    (0.75, "rate_down"),
     (0.80, "claim"),
     (0.90, "unstake"),
 )
@@ -113,6 +123,8 @@ class LendingExtension:
         self.minter: dict[bytes, tuple[OutPoint, TxOutput]] = {}
         self.states: dict[str, tuple[OutPoint, TxOutput, int, int, int]] = {}
         self.allowances: dict[str, tuple[OutPoint, TxOutput, bytes]] = {}
+        self.rate_category = b""
+        self.rate_utxo: tuple[OutPoint, TxOutput] | None = None
         self._plan: dict[int, str] = {}
         self._n = 0
 
@@ -165,8 +177,12 @@ class LendingExtension:
             self._minted(tx, 0, cat)
         stable_hex, agent_hex = hash_to_hex(self.stable), hash_to_hex(self.agent)
         oracle_hex = hash_to_hex(gen.oracle_category)
+        self.rate_operator = self._purse(gen, "rate-operator")
+        coin_r = await gen.faucet(self.rate_operator, COIN)
+        self.rate_category = coin_r.txid
+        rate_hex = hash_to_hex(self.rate_category)
         self.configs = tuple(
-            devnet_config(v, stable_hex, oracle_hex, oracle_hex, agent_hex) for v in ("v1", "v11")
+            devnet_config(v, stable_hex, oracle_hex, rate_hex, agent_hex) for v in ("v1", "v11")
         )
         # Borrowers and the keeper hold some stablecoin for interest and repayments.
         draft = Draft()
@@ -184,6 +200,10 @@ class LendingExtension:
         self._minted(tx, mint, self.stable)
         for i, kind in enumerate(("bar", "pool"), start=1):
             self._record_state(tx, i, kind, 100_000, 100_000, 0)
+        # The interest-rate oracle: its genesis spends output 0 of its coin.
+        op = OutPoint(coin_r.txid, 0)
+        genesis = Spend(op, coin_r.outputs[0], self.rate_operator.wallet)
+        await self._publish_rate(gen, genesis, RATE_START_BP)
         total = gen.params.days * gen.params.blocks_per_day
         for fraction, step in SCHEDULE:
             slot = int(total * fraction)
@@ -218,6 +238,30 @@ class LendingExtension:
         redeem = bar_redeem() if kind == "bar" else pool_redeem()
         draft.spend(Spend(op, out, None, push_data(redeem)))
         return staked, shares, pot
+
+    async def _publish_rate(self, gen: ScenarioGenerator, first: Spend, bp: int) -> None:
+        """Re-create the rate oracle's NFT (output 0) with `bp` at the block's time."""
+        commitment = v1.RateCommitment(gen.clock.now(), RATE_USE_FEE, bp)
+        nft = NFT(Capability.MUTABLE, commitment.encode())
+        draft = Draft()
+        draft.spend(first)
+        operator = self.rate_operator
+        draft.pay(TxOutput(TOKEN_DUST, operator.locking, TokenData(self.rate_category, 0, nft)))
+        tx = await self._send(gen, draft, operator)
+        self.rate_utxo = (OutPoint(tx.txid, 0), tx.outputs[0])
+        data = {"vout": 0, "bp": bp, "timestamp": commitment.timestamp, "use_fee": RATE_USE_FEE}
+        self.records.append(Record(tx.txid, "rate", data))
+
+    async def _step_rate(self, gen: ScenarioGenerator, step: str) -> None:
+        assert self.rate_utxo is not None
+        op, out = self.rate_utxo
+        await self._publish_rate(gen, Spend(op, out, self.rate_operator.wallet), RATE_STEPS[step])
+
+    async def _step_rate_up(self, gen: ScenarioGenerator) -> None:
+        await self._step_rate(gen, "rate_up")
+
+    async def _step_rate_down(self, gen: ScenarioGenerator) -> None:
+        await self._step_rate(gen, "rate_down")
 
     # --- the timeline -----------------------------------------------------------------------
 
@@ -553,6 +597,7 @@ class LendingExtension:
             "stablecoin": hash_to_hex(self.stable),
             "agent": hash_to_hex(self.agent),
             "price_oracle": hash_to_hex(gen.oracle_category),
+            "rate_oracle": hash_to_hex(self.rate_category),
             "configs": [
                 {
                     "version": c.version,
@@ -568,14 +613,21 @@ class LendingExtension:
 
 
 def configs_from_ledger(part: Any) -> tuple[LendingConfig, ...]:
-    """The decoder configuration matching a ledger's lending part."""
+    """The decoder configuration matching a ledger's lending part (a ledger written before the
+    scenario had a rate oracle names the price oracle in its place)."""
     return tuple(
         devnet_config(
             c["version"],
             part["stablecoin"],
             part["price_oracle"],
-            part["price_oracle"],
+            part.get("rate_oracle", part["price_oracle"]),
             part["agent"],
         )
         for c in part["configs"]
     )
+
+
+def rate_feed(part: Any) -> FeedConfig | None:
+    """The oracle decoder's configuration of a ledger's rate oracle (None: an older ledger)."""
+    category = part.get("rate_oracle")
+    return None if category is None else FeedConfig(category, "rate", RATE_FEED_NAME)

@@ -37,6 +37,10 @@ class ScenarioParams:
     mempool_txs: int = 3  # trades left unconfirmed at the end
     verify: bool = False  # check every generated transaction's scripts with libauth
     http_base: str = DEFAULT_HTTP_BASE  # where the devnet's HTTP server serves registries
+    # Halfway through the history, burn the identity of the token that published its registry
+    # in a later authchain link (Dragon Gold): a link whose output 0 is OP_RETURN. Off in the
+    # presets (it adds a transaction); the REST registry tests turn it on.
+    burn_identity: bool = False
 
     def __post_init__(self) -> None:
         if self.days < 1:

@@ -16,13 +16,18 @@ from indexer.decoders.lending import LendingDecoder
 from indexer.decoders.oracle import OracleDecoder
 from indexer.decoders.registry import RegistryDecoder
 from indexer.snapshot import PoolSnapshot
+from protocols.lending.contracts import LendingConfig
+from protocols.oracle import FeedConfig, FeedTable
 
 
 @dataclass(frozen=True, slots=True)
 class DecoderDeps:
-    """What a decoder factory may use: shared in-memory state owned by the indexer process."""
+    """What a decoder factory may use: shared in-memory state owned by the indexer process, and
+    the protocol configuration (None: the decoder's mainnet defaults)."""
 
     snapshot: PoolSnapshot
+    feeds: tuple[FeedConfig, ...] | None = None  # oracle feeds to decode
+    lending: tuple[LendingConfig, ...] | None = None  # lending deployments to decode
 
 
 DecoderFactory = Callable[[DecoderDeps], AnyDecoder]
@@ -41,10 +46,19 @@ def registered_decoders() -> list[str]:
 
 
 def create_decoders(
-    names: Sequence[str] | None = None, *, snapshot: PoolSnapshot | None = None
+    names: Sequence[str] | None = None,
+    *,
+    snapshot: PoolSnapshot | None = None,
+    feeds: Sequence[FeedConfig] | None = None,
+    lending: Sequence[LendingConfig] | None = None,
 ) -> list[AnyDecoder]:
-    """Instantiate decoders by name (default: all registered, in registration order)."""
-    deps = DecoderDeps(snapshot if snapshot is not None else PoolSnapshot())
+    """Instantiate decoders by name (default: all registered, in registration order).
+    `feeds`, `lending`: what to decode instead of the mainnet defaults."""
+    deps = DecoderDeps(
+        snapshot if snapshot is not None else PoolSnapshot(),
+        None if feeds is None else tuple(feeds),
+        None if lending is None else tuple(lending),
+    )
     chosen = list(_REGISTRY) if names is None else list(names)
     unknown = [n for n in chosen if n not in _REGISTRY]
     if unknown:
@@ -57,9 +71,11 @@ def create_decoders(
 
 
 register_decoder("cauldron", lambda deps: CauldronDecoder(deps.snapshot))
-register_decoder("oracle", lambda deps: OracleDecoder())  # mainnet feeds; configure to change
+register_decoder(
+    "oracle", lambda deps: OracleDecoder(None if deps.feeds is None else FeedTable(deps.feeds))
+)
 register_decoder("registry", lambda deps: RegistryDecoder())
-register_decoder("lending", lambda deps: LendingDecoder())  # mainnet v1 constants
+register_decoder("lending", lambda deps: LendingDecoder(deps.lending))
 
 __all__ = [
     "AnyDecoder",

@@ -9,8 +9,13 @@ the mempool's bookkeeping); a decoder owns one protocol's tables. For each block
    candidates, e.g. parents before children, since CTOR blocks are sorted by txid),
 3. calls `decode(tx, context)` for each candidate in that order — pure, apart from advancing
    its own context — and collects the rows,
-4. calls `write` with all the rows; steps 2–4 run inside the block's one SQLite transaction,
-5. after COMMIT, calls `committed` so the decoder can update in-memory state (the snapshot).
+4. calls `write` with all the rows; steps 2–4 run inside the block's SQLite transaction. Both
+   are called for every block, with or without candidates and rows; each SQLite call is a
+   thread hop, so a decoder should skip them when it has nothing to read or write,
+5. after COMMIT, calls `committed` (rows possibly empty) so the decoder can update in-memory
+   state (the snapshot). During the initial sync several blocks may share one transaction
+   (`Store.apply_block(hold=True)`): `committed` then runs after each block's writes, before
+   the next block's `prepare`, and if the transaction fails the store calls `load` again.
 
 `undo_to` deletes/restores the decoder's rows above a height inside the reorg transaction;
 `load` rebuilds in-memory state from the database (at open and after every undo). New protocols
@@ -20,19 +25,25 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import aiosqlite
 
-from bch.tx import Transaction
+from bch.tx import OutPoint, Transaction, TxOutput
 
 if TYPE_CHECKING:  # the store imports this module; Migration is only an annotation here
     from indexer.store.schema import Migration
 
 ContextT = TypeVar("ContextT")
 RowT = TypeVar("RowT")
+
+
+# Fetches outputs that a block's transactions spend from the chain's source (the follower's
+# server): what a decoder needs when the index never saw the spent output, e.g. a pool created
+# before the start height. Outpoints it cannot resolve are left out of the answer.
+PrevoutFetcher = Callable[[Sequence[OutPoint]], Awaitable[Mapping[OutPoint, TxOutput]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +54,7 @@ class BlockContext:
     time: int  # block time (Unix seconds); wall-clock time for the mempool
     hash: bytes  # wire order; empty for the mempool
     txids: tuple[bytes, ...] = ()  # every transaction of the block, wire order, block order
+    prevouts: PrevoutFetcher | None = None  # None: no source (decoders make do without)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -54,6 +53,7 @@ from indexer.electrum.errors import (
 )
 from indexer.electrum.health import Backoff, ServerHealth
 from indexer.electrum.transport import MAX_MESSAGE
+from ladle.lifecycle import Service
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class Subscription:
         return [*self.params, result]
 
 
-class ElectrumPool:
+class ElectrumPool(Service):
     def __init__(
         self,
         servers: Sequence[str | ServerAddress],
@@ -160,18 +160,6 @@ class ElectrumPool:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     # --- server choice ------------------------------------------------------------------------
 

@@ -8,8 +8,10 @@ a server on another branch — and the fork point is found by comparing stored h
 server's headers (exponential probing, then bisection: hashes commit to all their ancestors, so
 "same block at height h" holds for every h up to the fork and for none above). `Store.undo_to`
 removes everything above it in one transaction; the blocks of the server's chain are then
-applied, each in one transaction with the tip. A crash at any moment leaves the index at some
-whole block of some chain, and the next run continues from there the same way.
+applied, each in one transaction with the tip — or, more than `HOLD_DISTANCE` blocks below the
+server's tip, several consecutive whole blocks per transaction (`Store.apply_block(hold=True)`;
+the run is committed when it ends). A crash at any moment leaves the index at some whole block
+of some chain, and the next run continues from there the same way.
 
 The server's chain is authoritative (the pool talks to one server at a time): when it is behind
 us on our own chain we wait; when it is on another branch we follow it.
@@ -32,6 +34,7 @@ from indexer.follow.fetch import (
     Fetch,
     FetchedBlock,
     fetch_block,
+    fetch_prevouts,
 )
 from indexer.follow.logs import fields
 from indexer.follow.progress import Progress
@@ -43,6 +46,9 @@ MAINNET_GENESIS = "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce
 CASHTOKENS_HEIGHT = 792_772  # mainnet activation (May 2023): nothing Cauldron exists before it
 HEADERS_PER_CALL = 2016  # one call per walk step; servers may answer fewer (their maximum)
 MAX_RESTARTS = 8  # walks in a row that change nothing before the round gives up
+# Blocks further than this below the server's tip are applied with `hold` (the store batches
+# their commits); the last ones, and every block while following, commit one by one.
+HOLD_DISTANCE = 8
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
 
@@ -112,6 +118,8 @@ class ChainFollower:
         self.progress = progress
         self.on_block = on_block
         self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
+        if store.prevouts is None:  # decoders may ask the server for outputs never indexed
+            store.prevouts = lambda outpoints: fetch_prevouts(client, outpoints)
         self.server_height = -1  # best server tip height seen (notifications, header walks)
         self.following = False  # past the initial sync: log every block
         self.blocks_applied = 0  # since this follower was created
@@ -245,9 +253,11 @@ class ChainFollower:
         try:
             async with pipe:
                 async for fetched in pipe:
-                    self._applied(await fetched.apply(self.store), fetched)
+                    hold = self.server_height - fetched.height > HOLD_DISTANCE
+                    self._applied(await fetched.apply(self.store, hold=hold), fetched)
         finally:
             self._size_estimate = pipe.size_estimate
+            await self.store.commit()  # whole blocks, whatever ended the run
 
     def _applied(self, result: AppliedBlock, fetched: FetchedBlock) -> None:
         self.blocks_applied += 1

@@ -23,6 +23,7 @@ from typing import Any
 
 from bch.block import Block, BlockHeader
 from bch.encoding import DecodeError
+from bch.tx import OutPoint, Transaction, TxOutput
 from indexer.electrum import BlockChanged, ElectrumClient, ElectrumProtocolError, NotSupported
 from indexer.store import AppliedBlock, Store
 
@@ -46,10 +47,12 @@ class FetchedBlock:
     def tx_count(self) -> int:
         return self.block.tx_count if self.block is not None else len(self.transactions)
 
-    async def apply(self, store: Store) -> AppliedBlock:
+    async def apply(self, store: Store, *, hold: bool = False) -> AppliedBlock:
         if self.block is not None:
-            return await store.apply_block(self.height, self.block)
-        return await store.apply_transactions(self.height, self.header, self.transactions)
+            return await store.apply_block(self.height, self.block, hold=hold)
+        return await store.apply_transactions(
+            self.height, self.header, self.transactions, hold=hold
+        )
 
 
 def parse_checked_block(raw: bytes, header: bytes) -> Block:
@@ -75,6 +78,21 @@ async def fetch_block(client: ElectrumClient, height: int, header: bytes) -> Fet
         return FetchedBlock(height, parsed, None, tuple(txs), sum(len(t) for t in txs))
     block = parse_checked_block(raw, header)
     return FetchedBlock(height, block.header, block, (), len(raw))
+
+
+async def fetch_prevouts(
+    client: ElectrumClient, outpoints: Sequence[OutPoint]
+) -> dict[OutPoint, TxOutput]:
+    """The outputs at `outpoints`, from their transactions on the server (each checked against
+    its txid by the client); outpoints past their transaction's outputs are left out."""
+    txids = list(dict.fromkeys(op.txid for op in outpoints))
+    raws = await client.get_transactions([t[::-1].hex() for t in txids])
+    txs = {t: Transaction.from_bytes(raw) for t, raw in zip(txids, raws, strict=True)}
+    return {
+        op: txs[op.txid].outputs[op.index]
+        for op in outpoints
+        if op.index < len(txs[op.txid].outputs)
+    }
 
 
 Fetch = Callable[[int, bytes], Coroutine[Any, Any, FetchedBlock]]

@@ -3,17 +3,32 @@
 Every block is applied in ONE SQLite transaction that also writes its `blocks` row, the stored
 tip. So whenever the process dies — before, during or after COMMIT — the database holds the
 state after some whole block, never part of one, and a restarted follower resumes from
-`tip()`. Undo is derived from the rows themselves (each row carries the height that wrote or
-spent it), so a reorg rollback is exact without per-block undo blobs.
+`tip()`. During the initial sync the follower asks the store to *hold* the transaction open
+across blocks (`hold=True`): several consecutive whole blocks then share one transaction,
+committed after `batch_blocks` blocks or `batch_seconds`, by the next block applied without
+`hold`, by `commit()`, or by any other store call that needs it. The stored tip still always
+matches the stored rows; a kill loses at most the uncommitted batch, which is fetched again.
+Undo is derived from the rows themselves (each row carries the height that wrote or spent it),
+so a reorg rollback is exact without per-block undo blobs.
 
-In-memory state (known owners, the pool snapshot, the mempool) changes only after COMMIT; if
-anything fails or is cancelled mid-way, it is reloaded from the database before the next call.
+In-memory state (known owners, the pool snapshot, the mempool) changes only after COMMIT — or,
+for held blocks, after the block's writes (the next block's decoding needs it): it then runs
+ahead of what other connections see by at most one batch. If anything fails or is cancelled
+mid-way, the open transaction (held blocks included) is rolled back and memory state is reloaded
+from the database before the next call.
+
+The store itself never waits for SQLite while applying a block (only at COMMIT): the tip is
+kept in memory, and BEGIN with the block row is `submit`ted to the SQLite thread, which runs
+it (and the decoders' submitted writes) while the event loop decodes the next block. Errors
+of submitted writes are collected before COMMIT, so they roll the transaction back.
 
 The follower's whole interface:
 
     store = await Store.open(path)
     tip = await store.tip()                      # None on a fresh database
     await store.apply_block(height, block)       # Block or raw block bytes
+    await store.apply_block(height, block, hold=True)   # initial sync: batch the commits
+    await store.commit()                         # end of a run of held blocks
     await store.apply_transactions(height, header, txs)   # e.g. Fulcrum's per-tx fallback
     await store.undo_to(fork_height)             # reorg: back to the last common block
     await store.apply_mempool_tx(tx)             # unconfirmed: live state only
@@ -23,6 +38,8 @@ The follower's whole interface:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time as _time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,15 +51,26 @@ import aiosqlite
 from bch.block import Block, BlockHeader
 from bch.hashes import hash256
 from bch.tx import Transaction
-from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, matches
+from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, PrevoutFetcher, matches
 from indexer.snapshot import PoolSnapshot
-from indexer.store.db import open_writer
+from indexer.store.db import collect, open_writer, submit
 from indexer.store.mempool import MempoolTracker
 from indexer.store.schema import CORE_MIGRATIONS, migrate
 
 # Up to this many pending outpoints, conflicts are found by searching the raw block for each
 # outpoint; beyond it every block transaction is decoded once instead.
 _SEARCH_LIMIT = 256
+
+# Held blocks are committed after this many blocks or this long since the batch began: enough
+# to make COMMIT and checkpoints rare during a sync, short enough that a kill loses little.
+DEFAULT_BATCH_BLOCKS = 200
+DEFAULT_BATCH_SECONDS = 0.2
+
+_INSERT_BLOCK = (
+    "INSERT INTO blocks (height, hash, prev_hash, time, max_time, tx_count, header)"
+    " VALUES (?1, ?2, ?3, ?4, max(?4, coalesce((SELECT max_time FROM blocks "
+    "WHERE height = ?1 - 1), ?4)), ?5, ?6)"
+)
 
 
 class ChainError(Exception):
@@ -129,17 +157,32 @@ class Store:
     """The indexer's SQLite store (single writer). Methods are serialized by a lock."""
 
     def __init__(
-        self, conn: aiosqlite.Connection, decoders: Sequence[AnyDecoder], snapshot: PoolSnapshot
+        self,
+        conn: aiosqlite.Connection,
+        decoders: Sequence[AnyDecoder],
+        snapshot: PoolSnapshot,
+        *,
+        batch_blocks: int = DEFAULT_BATCH_BLOCKS,
+        batch_seconds: float = DEFAULT_BATCH_SECONDS,
     ) -> None:
         names = [d.name for d in decoders]
         if len(set(names)) != len(names):
             raise ValueError(f"decoder names must be unique: {names}")
+        if batch_blocks < 1:
+            raise ValueError("a batch holds at least one block")
         self.conn = conn
         self.decoders = tuple(decoders)
         self.snapshot = snapshot
+        self.batch_blocks = batch_blocks
+        self.batch_seconds = batch_seconds
         self._lock = asyncio.Lock()
         self._mempool = MempoolTracker()
         self._dirty = True  # in-memory state not yet loaded
+        self._tip_now: ChainTip | None = None  # valid while not dirty
+        self._held = 0  # blocks applied in the open transaction, not yet committed
+        self._held_since = 0.0  # monotonic time the open transaction began
+        # Where decoders may fetch outputs the index never saw (the follower sets its server).
+        self.prevouts: PrevoutFetcher | None = None
 
     @classmethod
     async def open(
@@ -148,11 +191,14 @@ class Store:
         *,
         snapshot: PoolSnapshot | None = None,
         decoders: Sequence[AnyDecoder] | None = None,
+        batch_blocks: int = DEFAULT_BATCH_BLOCKS,
+        batch_seconds: float = DEFAULT_BATCH_SECONDS,
     ) -> Store:
         """Open (creating and migrating as needed) and load in-memory state.
 
         Default decoders: every registered one, sharing `snapshot`. Explicit `decoders` must
         have been created with the same snapshot (`create_decoders(snapshot=…)`).
+        `batch_blocks`/`batch_seconds`: when held blocks are committed (see the module doc).
         """
         from indexer.decoders import create_decoders  # the registry imports the store's schema
 
@@ -161,7 +207,7 @@ class Store:
         conn = await open_writer(path)
         try:
             await migrate(conn, [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)])
-            store = cls(conn, chosen, snap)
+            store = cls(conn, chosen, snap, batch_blocks=batch_blocks, batch_seconds=batch_seconds)
             await store._reload()
         except BaseException:
             await conn.close()
@@ -169,7 +215,26 @@ class Store:
         return store
 
     async def close(self) -> None:
-        await self.conn.close()
+        """Commit any held blocks (they are whole) and close."""
+        try:
+            async with self._lock:
+                if not self._dirty:
+                    await self._commit_held()
+        finally:
+            await self.conn.close()
+
+    async def commit(self) -> None:
+        """Commit the blocks applied with `hold=True` so far (no-op if there are none), then
+        let SQLite checkpoint the WAL without waiting for readers."""
+        async with self._lock:
+            if self._held and not self._dirty:
+                await self._commit_held()
+                await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    @property
+    def held_blocks(self) -> int:
+        """Blocks applied but not yet committed (only ever non-zero with `hold=True`)."""
+        return self._held
 
     async def __aenter__(self) -> Store:
         return self
@@ -180,16 +245,17 @@ class Store:
     # --- chain ---------------------------------------------------------------------------------
 
     async def tip(self) -> ChainTip | None:
-        """The last applied block (None on an empty index)."""
+        """The last applied block (None on an empty index); held blocks count as applied."""
         async with self._lock:  # never read a block that is being applied
-            return await self._tip()
+            await self._ensure_loaded()
+            return self._tip_now
 
     async def block_hash(self, height: int) -> bytes | None:
         """Wire-order hash of the stored block at `height` (to find a reorg's fork point)."""
         async with self._lock:
             return await self._block_hash(height)
 
-    async def _tip(self) -> ChainTip | None:
+    async def _stored_tip(self) -> ChainTip | None:
         rows = list(
             await self.conn.execute_fetchall(
                 "SELECT height, hash, time FROM blocks ORDER BY height DESC LIMIT 1"
@@ -207,11 +273,12 @@ class Store:
         return bytes(rows[0][0])[::-1] if rows else None
 
     async def apply_block(
-        self, height: int, block: Block | bytes, *, time: int | None = None
+        self, height: int, block: Block | bytes, *, time: int | None = None, hold: bool = False
     ) -> AppliedBlock:
-        """Apply a whole block at `height`; `time` defaults to the header's."""
+        """Apply a whole block at `height`; `time` defaults to the header's. With `hold`, the
+        transaction may stay open for the next blocks (see the module doc)."""
         parsed = block if isinstance(block, Block) else Block.from_bytes(block)
-        return await self._apply(height, _Source.from_block(parsed), time)
+        return await self._apply(height, _Source.from_block(parsed), time, hold)
 
     async def apply_transactions(
         self,
@@ -220,14 +287,16 @@ class Store:
         txs: Sequence[Transaction | bytes],
         *,
         time: int | None = None,
+        hold: bool = False,
     ) -> AppliedBlock:
         """Apply a block given as its header and its transactions (in block order)."""
-        return await self._apply(height, _Source.from_transactions(header, txs), time)
+        return await self._apply(height, _Source.from_transactions(header, txs), time, hold)
 
     async def undo_to(self, height: int) -> int:
         """Roll back every block above `height` in one transaction; returns how many."""
         async with self._lock:
             await self._ensure_loaded()
+            await self._commit_held()
             rows = await self.conn.execute_fetchall(
                 "SELECT count(*) FROM blocks WHERE height > ?", (height,)
             )
@@ -259,7 +328,7 @@ class Store:
             await self._ensure_loaded()
             if txid in self._mempool:
                 return True
-            tip = await self._tip()
+            tip = self._tip_now
             ctx = BlockContext(0 if tip is None else tip.height + 1, int(_time.time()), b"")
             btx = BlockTx(-1, txid, parsed)
             used = False
@@ -287,12 +356,12 @@ class Store:
 
     # --- internals -----------------------------------------------------------------------------
 
-    async def _apply(self, height: int, src: _Source, time: int | None) -> AppliedBlock:
+    async def _apply(self, height: int, src: _Source, time: int | None, hold: bool) -> AppliedBlock:
         header = src.header
         block_hash = header.hash
         async with self._lock:
             await self._ensure_loaded()
-            tip = await self._tip()
+            tip = self._tip_now
             if tip is not None and height <= tip.height:
                 stored = await self._block_hash(height)
                 if stored == block_hash:
@@ -306,27 +375,37 @@ class Store:
                     f"block {header.hash_hex} at height {height} does not extend the tip "
                     f"{tip.hash_hex} at height {tip.height}"
                 )
-            ctx = BlockContext(height, header.time if time is None else time, block_hash, src.txids)
+            ctx = BlockContext(
+                height,
+                header.time if time is None else time,
+                block_hash,
+                src.txids,
+                self.prevouts,
+            )
             work = [(d, src.block_txs(d.patterns)) for d in self.decoders]
+            block_row = (
+                *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
+                *(len(src), header.encode()),
+            )
             self._dirty = True
-            await self.conn.execute("BEGIN IMMEDIATE")
             try:
-                await self.conn.execute(
-                    "INSERT INTO blocks (height, hash, prev_hash, time, max_time, tx_count, header)"
-                    " VALUES (?1, ?2, ?3, ?4, max(?4, coalesce((SELECT max_time FROM blocks "
-                    "WHERE height = ?1 - 1), ?4)), ?5, ?6)",
-                    (
-                        *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
-                        *(len(src), header.encode()),
-                    ),
-                )
+                begin = not self._held
+                if begin:
+                    self._held_since = _time.monotonic()
+                submit(self.conn, lambda raw: _begin_block(raw, block_row, begin))
+                self._held += 1
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
                     order, context = await d.prepare(self.conn, ctx, txs)
                     rows: list[Any] = [row for t in order for row in d.decode(t, context)]
                     await d.write(self.conn, ctx, rows)
                     results.append(rows)
-                await self.conn.execute("COMMIT")
+                if (
+                    not hold
+                    or self._held >= self.batch_blocks
+                    or _time.monotonic() - self._held_since >= self.batch_seconds
+                ):
+                    await self._commit_held()
             except BaseException:
                 await self._recover()
                 raise
@@ -335,6 +414,7 @@ class Store:
                 d.committed(ctx, block_rows, evicted)
             self._mempool.discard(src.txids)
             self._retain_mempool()
+            self._tip_now = ChainTip(height, block_hash, ctx.time)
             self._dirty = False
             return AppliedBlock(
                 height,
@@ -342,6 +422,12 @@ class Store:
                 {d.name: len(txs) for d, txs in work},
                 {d.name: len(r) for (d, _), r in zip(work, results, strict=True)},
             )
+
+    async def _commit_held(self) -> None:
+        if self._held:
+            await collect(self.conn)  # a write that failed must not be committed
+            await self.conn.execute("COMMIT")
+            self._held = 0
 
     def _block_conflicts(self, src: _Source) -> set[bytes]:
         """Pending txs that a block transaction double-spends, plus their descendants."""
@@ -376,6 +462,9 @@ class Store:
     async def _recover(self) -> None:
         """After a failure or cancellation: end any open transaction, reload memory state."""
         self._dirty = True
+        self._held = 0
+        with contextlib.suppress(Exception):  # already reported, or about to be rolled back
+            await collect(self.conn)
         await self.conn.execute("SELECT 1")  # queued behind whatever was in flight
         if self.conn.in_transaction:
             await self.conn.execute("ROLLBACK")
@@ -385,4 +474,16 @@ class Store:
         for d in self.decoders:
             await d.load(self.conn)
         self._retain_mempool()
+        self._tip_now = await self._stored_tip()
         self._dirty = False
+
+
+def _begin_block(raw: sqlite3.Connection, block_row: tuple[object, ...], begin: bool) -> None:
+    """On the SQLite thread: open the transaction (or check the held one is still open: SQLite
+    ends a transaction itself on some errors, and nothing may then run in autocommit), and
+    write the block row."""
+    if begin:
+        raw.execute("BEGIN IMMEDIATE")
+    elif not raw.in_transaction:
+        raise sqlite3.OperationalError("the batch's transaction ended early")
+    raw.execute(_INSERT_BLOCK, block_row)

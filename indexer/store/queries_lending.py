@@ -2,8 +2,9 @@
 
 Hashes are hex (borrower/owner NFT hashes, txids display order). Every row carries `txid`,
 `height` and `time`; bar/pool rows and actions also `mtp`. Parameter limits follow the issue
-(history: default 50, max 200; bar/pool history: default 100, max 1000); out-of-range values
-raise ValueError, which the REST layer turns into a 400.
+(history: default 50, max 200; bar/pool history: default 100, max 1000; active loans, like the
+pool lists: default 1,000, max 10,000); out-of-range values raise ValueError, which the REST
+layer turns into a 400.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from protocols.lending import v1, v11
 
 HISTORY_DEFAULT, HISTORY_MAX = 50, 200
 STATE_DEFAULT, STATE_MAX = 100, 1000
+LOANS_DEFAULT, LOANS_MAX = 1_000, 10_000
 APR_WINDOW_DEFAULT = 604_800
 NFTHS_MAX = 100  # hashes one history request may filter on
 RATIO_BUCKETS = ("<120", "120-150", "150-200", "200-300", ">=300")  # collateral ratio, percent
@@ -74,10 +76,19 @@ def _loan(r: Any) -> LoanRow:
     )  # fmt: skip
 
 
-async def active_loans(conn: aiosqlite.Connection, version: str) -> list[LoanRow]:
+async def active_loans(
+    conn: aiosqlite.Connection, version: str, offset: int = 0, limit: int | None = None
+) -> list[LoanRow]:
+    """The version's live loans in chain order (height, position, vout: stable for paging);
+    `limit` None: all of them (what the totals need)."""
+    if limit is not None:
+        _check_limit(limit, LOANS_MAX)
+    if offset < 0:
+        raise ValueError("offset cannot be negative")
     rows = await conn.execute_fetchall(
-        _LOAN + "WHERE version = ? AND spent_height IS NULL ORDER BY height, position, vout",
-        (version,),
+        _LOAN + "WHERE version = ? AND spent_height IS NULL ORDER BY height, position, vout "
+        "LIMIT ? OFFSET ?",
+        (version, -1 if limit is None else limit, offset),
     )
     return [_loan(r) for r in rows]
 
@@ -286,11 +297,16 @@ def ratio_bucket(collateral: int, price: int, owed: int) -> str:
 
 
 async def stats(
-    conn: aiosqlite.Connection, version: str, price: int | None, now: int
+    conn: aiosqlite.Connection,
+    version: str,
+    price: int | None,
+    now: int,
+    rate_bp: int | None = None,
 ) -> dict[str, Any]:
     """Totals of the active loans: count, collateral (sats), principal and debt (principal plus
-    the interest owed at `now`, cents), the principal-weighted average rate (bp), and how many
-    loans fall in each collateral-ratio bucket at the oracle `price` (None without a price)."""
+    the interest owed at `now`, cents), the principal-weighted average rate (bp), how many
+    loans fall in each collateral-ratio bucket at the oracle `price` (None without a price) and
+    how many the interest-rate oracle's `rate_bp` makes redeemable (None without a rate)."""
     loans = await active_loans(conn, version)
     owed = [x.principal + v1.interest(x.principal, x.rate_bp, now, x.loan_ts) for x in loans]
     principal = sum(x.principal for x in loans)
@@ -308,6 +324,7 @@ async def stats(
         "average_rate": None if not principal else weighted / principal,
         "oracle_price": price,
         "collateral_ratio": buckets,
+        "redeemable": None if rate_bp is None else sum(x.rate_bp <= rate_bp for x in loans),
     }
 
 
@@ -329,3 +346,31 @@ async def oracle_price(conn: aiosqlite.Connection, category: str, now: int) -> O
         (bytes.fromhex(category), now),
     )
     return next((OraclePrice(int(r[0]), int(r[1]), int(r[2])) for r in rows), None)
+
+
+@dataclass(frozen=True, slots=True)
+class OracleRate:
+    bp: int  # the interest-rate oracle's bp value
+    time: int  # the update's own timestamp
+    category: str  # the rate feed (display hex)
+
+
+async def oracle_rate(
+    conn: aiosqlite.Connection, now: int, category: str | None = None
+) -> OracleRate | None:
+    """The interest-rate oracle's value at `now`: the latest update timestamped at or before
+    `now` of the feed `category`, or (None) of any feed the indexer was configured to decode
+    with the `rate` layout — a deployment has one rate oracle, and the indexer's feed table
+    says which it is. Ties (one timestamp, two updates) go to the later block position. None
+    without such an update."""
+    sql = "SELECT price, oracle_time, category FROM oracle_updates WHERE layout = 'rate' "
+    params: list[object] = []
+    if category is not None:
+        sql += "AND category = ? "
+        params.append(bytes.fromhex(category))
+    sql += (
+        "AND price IS NOT NULL AND oracle_time <= ? "
+        "ORDER BY oracle_time DESC, height DESC, position DESC, vout DESC LIMIT 1"
+    )
+    rows = await conn.execute_fetchall(sql, [*params, now])
+    return next((OracleRate(int(r[0]), int(r[1]), bytes(r[2]).hex()) for r in rows), None)

@@ -39,22 +39,29 @@ async def feed_history(
     end: int | None = None,
     stepsize: int | None = None,
 ) -> list[FeedPoint]:
-    """Updates with start ≤ time ≤ end, oldest first. With `stepsize`, one entry per interval
-    [start + k·step, start + (k+1)·step): the LAST update in it (the price that stood at the
-    interval's end); intervals without an update are left out."""
+    """Updates with start ≤ time ≤ end, oldest first (by time, sequence, then txid and vout:
+    a total order). With `stepsize`, one entry per interval [start + k·step, start + (k+1)·step):
+    the LAST update in it in that order (the price that stood at the interval's end);
+    intervals without an update are left out. The bucketing is SQL's (one row per interval
+    leaves the database), through the (category, oracle_time) index."""
+    where = "WHERE u.category = ? AND u.price IS NOT NULL AND u.oracle_time >= ?"
     params: list[object] = [bytes.fromhex(category), start]
-    sql = _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL AND u.oracle_time >= ?"
     if end is not None:
-        sql += " AND u.oracle_time <= ?"
+        where += " AND u.oracle_time <= ?"
         params.append(end)
-    sql += " ORDER BY u.oracle_time, u.sequence"
-    points = [_point(r) for r in await conn.execute_fetchall(sql, params)]
     if not stepsize:
-        return points
-    buckets: dict[int, FeedPoint] = {}
-    for p in points:
-        buckets[(p.time - start) // stepsize] = p
-    return [buckets[k] for k in sorted(buckets)]
+        sql = _SELECT + where + " ORDER BY u.oracle_time, u.sequence, u.txid, u.vout"
+        return [_point(r) for r in await conn.execute_fetchall(sql, params)]
+    sql = (
+        "SELECT oracle_time, price, txid, hash, sequence FROM ("
+        "SELECT u.oracle_time, u.price, u.txid, b.hash, u.sequence, "
+        "(u.oracle_time - ?) / ? AS k, row_number() OVER (PARTITION BY (u.oracle_time - ?) / ? "
+        "ORDER BY u.oracle_time DESC, u.sequence DESC, u.txid DESC, u.vout DESC) AS n "
+        "FROM oracle_updates AS u JOIN blocks AS b ON b.height = u.height "
+        f"{where}) WHERE n = 1 ORDER BY k"
+    )
+    rows = await conn.execute_fetchall(sql, [start, stepsize, start, stepsize, *params])
+    return [_point(r) for r in rows]
 
 
 async def feed_closest(

@@ -3,8 +3,9 @@ public v1 protocol). Semantics, units and limits: docs/api-lending.md.
 
 Everything is read from the index (`indexer.store.queries_lending`). The oracle price comes from
 the data API's BCH/USD feed (`RestConfig.usd_feed`: the lending protocol's Delphi oracle on
-mainnet and the scenario's feed on the devnet); the interest-rate oracle is not indexed, so the
-rate that makes loans redeemable is a request parameter.
+mainnet and the scenario's feed on the devnet); the interest-rate oracle's value is the index's
+`rate`-layout feed at `now` (the indexer's feed table names it), which `crankable` lets a
+caller override with `rate_bp`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rest.routes.common import context
 
 HISTORY_LIMIT = Limit(ql.HISTORY_DEFAULT, ql.HISTORY_MAX)
 STATE_LIMIT = Limit(ql.STATE_DEFAULT, ql.STATE_MAX)
+LOANS_LIMIT = Limit(ql.LOANS_DEFAULT, ql.LOANS_MAX)
 MAX_NFTHS = ql.NFTHS_MAX
 MAX_PRICE = 0xFFFF_FFFF  # Delphi prices are u32 cents per BCH
 MAX_RATE_BP = 0xFFFF  # the rate oracle's bp value is a u16
@@ -145,12 +147,14 @@ def allowance(a: ql.AllowanceRow) -> dict[str, Any]:
 
 async def _active(request: Request, version: str) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
+    query = Query(request.query_params, ("offset", "limit"))
+    offset, limit = query.offset(), query.limit(LOANS_LIMIT)
 
     async def compute(snap: Snapshot) -> Any:
-        return [loan(x, version) for x in await ql.active_loans(snap.conn, version)]
+        rows = await ql.active_loans(snap.conn, version, offset, limit)
+        return [loan(x, version) for x in rows]
 
-    return await ctx.answer(request, ("lending_active", version), compute)
+    return await ctx.answer(request, ("lending_active", version, offset, limit), compute)
 
 
 async def _history(request: Request, version: str) -> Response:
@@ -186,8 +190,16 @@ async def _stats(request: Request, version: str) -> Response:
     async def compute(snap: Snapshot) -> Any:
         oracle = None if feed is None else await ql.oracle_price(snap.conn, feed, now)
         price = None if oracle is None else oracle.price
-        totals = await ql.stats(snap.conn, version, price, now)
-        return {"now": now, **totals, "oracle_time": None if oracle is None else oracle.time}
+        rate = await ql.oracle_rate(snap.conn, now)
+        bp = None if rate is None else rate.bp
+        totals = await ql.stats(snap.conn, version, price, now, bp)
+        return {
+            "now": now,
+            **totals,
+            "oracle_time": None if oracle is None else oracle.time,
+            "rate_bp": bp,
+            "rate_time": None if rate is None else rate.time,
+        }
 
     return await ctx.answer(request, ("lending_stats", version, now, feed), compute)
 
@@ -277,7 +289,7 @@ async def crankable(request: Request) -> Response:
     given_now = query.integer("now")
     now = ctx.now() if given_now is None else given_now
     given_price = query.integer("price", minimum=1, maximum=MAX_PRICE)
-    rate_bp = query.integer("rate_bp", maximum=MAX_RATE_BP)
+    given_rate = query.integer("rate_bp", maximum=MAX_RATE_BP)
     feed = price_feed(ctx)
 
     async def compute(snap: Snapshot) -> Any:
@@ -285,6 +297,10 @@ async def crankable(request: Request) -> Response:
         if price is None and feed is not None:
             oracle = await ql.oracle_price(snap.conn, feed, now)
             price = None if oracle is None else oracle.price
+        rate_bp = given_rate
+        if rate_bp is None:
+            rate = await ql.oracle_rate(snap.conn, now)
+            rate_bp = None if rate is None else rate.bp
         rows = []
         for c in await ql.crankable(snap.conn, now, price, rate_bp):
             x = c.loan
@@ -293,7 +309,7 @@ async def crankable(request: Request) -> Response:
             rows.append(row | {"debt": x.principal + interest})
         return {"now": now, "price": price, "rate_bp": rate_bp, "loans": rows}
 
-    key = ("lending_crankable", now, given_price, rate_bp, feed)
+    key = ("lending_crankable", now, given_price, given_rate, feed)
     return await ctx.answer(request, key, compute, requested_time=given_now)
 
 

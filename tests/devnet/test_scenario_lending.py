@@ -5,6 +5,7 @@ extension is deterministic."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any
 
@@ -19,7 +20,7 @@ from tests.devnet.test_scenario import SMALL, devnet_config
 from tests.indexer.test_decoder_lending import lending_chain
 
 LIFECYCLE = {"borrow", "add_collateral", "refinance", "delegate", "repay", "redeem"}
-LIFECYCLE |= {"liquidation", "accrue", "state", "allowance", "claim"}
+LIFECYCLE |= {"liquidation", "accrue", "state", "allowance", "claim", "rate"}
 
 
 def transactions(blocks: list[bytes]) -> dict[str, tuple[int, Transaction]]:
@@ -81,6 +82,15 @@ def test_records_are_on_chain_with_their_layouts() -> None:
             assert out.token.amount == e["staked"]
         if e["kind"] == "allowance":
             assert tx.outputs[e["vout"]].value == e["sats"]
+        if e["kind"] == "rate":  # the interest-rate oracle: ts u48 ‖ use_fee u16 ‖ bp u16
+            out = tx.outputs[e["vout"]]
+            assert out.token is not None and out.token.nft is not None
+            assert out.token.category == bytes.fromhex(part["rate_oracle"])[::-1]
+            assert out.token.nft.capability == 1  # mutable: each update re-creates it
+            assert out.token.nft.commitment == e["timestamp"].to_bytes(6, "little") + struct.pack(
+                "<HH", e["use_fee"], e["bp"]
+            )
+            assert e["timestamp"] <= e["time"]  # built before its block was mined
         if e["kind"] == "claim":
             spent_txid, vout = e["spent"].split(":")
             assert any(
@@ -96,6 +106,17 @@ def test_records_are_on_chain_with_their_layouts() -> None:
     assert {e["version"] for e in records if e["kind"] == "borrow"} == {"v1", "v11"}
     pots = [e["bch_pot"] for e in records if e["kind"] == "state" and e["state"] == "pool"]
     assert pots[0] == 0 and pots[-1] > 0
+    # The rate oracle is its own feed; each update spends the previous one (one chain).
+    assert part["rate_oracle"] not in (part["price_oracle"], part["stablecoin"])
+    rates = [e for e in records if e["kind"] == "rate"]
+    assert [e["bp"] for e in rates] == [100, 360, 200]
+    for prev, e in itertools.pairwise(rates):
+        spent = {(i.outpoint.txid_hex, i.outpoint.index) for i in txs[e["txid"]][1].inputs}
+        assert (prev["txid"], prev["vout"]) in spent
+    # The redeemed loan's rate was at most the oracle's value when it was redeemed.
+    (redeem,) = [e for e in records if e["kind"] == "redeem"]
+    standing = [e for e in rates if (e["height"], e["seq"]) < (redeem["height"], redeem["seq"])]
+    assert redeem["rate_bp"] <= standing[-1]["bp"]
 
 
 @pytest.mark.node

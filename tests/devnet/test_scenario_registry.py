@@ -130,3 +130,32 @@ async def test_http_server_keeps_connections_alive() -> None:
         assert http.requests == 4
     finally:
         await http.close()
+
+
+async def test_a_burned_identity_ends_its_authchain() -> None:
+    """With `burn_identity`, the late-publishing token's last authchain link spends the output 0
+    of its publication and has an OP_RETURN (not a publication) at output 0; no other token's
+    identity is burned, and the chain is otherwise the same kind of history."""
+    from devnet.service import Devnet
+
+    net = Devnet(devnet_config())
+    await net.start()
+    try:
+        result = await ScenarioGenerator(net, SMALL.replace(burn_identity=True)).run()
+        chain = net.nodes[0].chain
+        burned = [t for t in result.ledger.tokens if t.identity_burned_txid is not None]
+        assert [t.name for t in burned] == ["Dragon Gold"]
+        (gold,) = burned
+        assert gold.bcmr is not None and gold.bcmr.txid != gold.genesis_txid
+        by_id = {tx.txid_hex: tx for b in chain.blocks for tx in b.txs}
+        assert gold.identity_burned_txid is not None
+        tx = by_id[gold.identity_burned_txid]
+        assert (tx.inputs[0].outpoint.txid_hex, tx.inputs[0].outpoint.index) == (gold.bcmr.txid, 0)
+        assert tx.outputs[0].locking[:1] == b"\x6a"
+        assert not any(o.locking.startswith(bytes.fromhex("6a0442434d52")) for o in tx.outputs)
+        # Nothing spends the burn's output 0 (an OP_RETURN is unspendable) and the identity's
+        # earlier outputs are all spent: the authchain has no head left.
+        spent = {(i.outpoint.txid_hex, i.outpoint.index) for t in by_id.values() for i in t.inputs}
+        assert (gold.genesis_txid, 0) in spent and (gold.bcmr.txid, 0) in spent
+    finally:
+        await net.stop()

@@ -12,20 +12,23 @@ from typing import Any
 import pytest
 
 from devnet.scenario.generator import ScenarioGenerator
-from devnet.scenario.lending import LendingExtension, configs_from_ledger
+from devnet.scenario.lending import LendingExtension, configs_from_ledger, rate_feed
 from devnet.service import Devnet
 from indexer.decoders.lending import LendingDecoder, median_time_past
+from indexer.decoders.oracle import OracleDecoder
 from indexer.store.queries_lending import (
     active_loans,
     allowances,
     crankable,
     history,
     loan_history,
+    oracle_rate,
     staking_apr,
     state_history,
     stats,
 )
 from protocols.lending import v1
+from protocols.oracle import FeedTable
 from tests.devnet.test_scenario import SMALL, devnet_config
 from tests.indexer.test_decoder_oracle import dump, index
 
@@ -237,3 +240,45 @@ def test_median_time_past() -> None:
     assert median_time_past([1, 9, 3]) == 3
     assert median_time_past(range(11)) == 5
     assert median_time_past([1, 2]) == 2  # sorted[n // 2], as nodes compute it
+
+
+async def test_rate_oracle_updates_are_indexed_and_read_at_a_time(chain: LendingChain) -> None:
+    """The scenario's interest-rate oracle, configured as a `rate` feed: one row per recorded
+    update (value = bp, sequence = its timestamp); `oracle_rate` answers the value standing at a
+    time, with or without naming the feed."""
+    feed = rate_feed(chain.part)
+    assert feed is not None and feed.layout == "rate"
+    store = await index(":memory:", [OracleDecoder(FeedTable([feed]))], chain.blocks)
+    try:
+        rows = await store.conn.execute_fetchall(
+            "SELECT txid, vout, height, oracle_time, sequence, price, use_fee, hex(category), "
+            "layout FROM oracle_updates ORDER BY height"
+        )
+        rates = [e for e in chain.part["records"] if e["kind"] == "rate"]
+        assert len(rates) == 3
+        assert [(bytes(r[0]).hex(), *r[1:7]) for r in rows] == [
+            (
+                e["txid"],
+                e["vout"],
+                e["height"],
+                e["timestamp"],
+                e["timestamp"],
+                e["bp"],
+                e["use_fee"],
+            )
+            for e in rates
+        ]
+        assert {(r[7].lower(), r[8]) for r in rows} == {(chain.part["rate_oracle"], "rate")}
+        for category in (None, chain.part["rate_oracle"]):
+            for e in rates:
+                got = await oracle_rate(store.conn, e["timestamp"], category)
+                assert got is not None and (got.bp, got.time) == (e["bp"], e["timestamp"])
+                before = await oracle_rate(store.conn, e["timestamp"] - 1, category)
+                earlier = [x for x in rates if x["timestamp"] < e["timestamp"]]
+                want = None if not earlier else (earlier[-1]["bp"], earlier[-1]["timestamp"])
+                assert (None if before is None else (before.bp, before.time)) == want
+        assert await oracle_rate(store.conn, 2**40, "ab" * 32) is None  # another feed: none
+        # The lending decoder's configuration names the same rate oracle.
+        assert {c.rate_oracle for c in configs_from_ledger(chain.part)} == {feed.category}
+    finally:
+        await store.close()

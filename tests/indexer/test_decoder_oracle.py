@@ -5,22 +5,28 @@ recorded as such and never as prices; undo is exact."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import pytest
 
 from bch.keys import PrivateKey
+from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from devnet.scenario.generator import ScenarioGenerator
 from devnet.scenario.ledger import Ledger
 from devnet.service import Devnet
 from indexer.decoders.base import AnyDecoder, BlockTx
-from indexer.decoders.oracle import OracleDecoder, SignedMessage, decode_oracle_tx
+from indexer.decoders.oracle import FeedUpdate, OracleDecoder, SignedMessage, decode_oracle_tx
+from indexer.decoders.oracle.schema import MIGRATIONS
 from indexer.store import Store
 from indexer.store.queries_oracle import feed_closest, feed_history, latest_price
+from indexer.store.schema import CORE_MIGRATIONS, migrate
 from protocols.oracle import FeedConfig, FeedTable, GpMessage, gp_publication
 from tests.devnet.test_scenario import SMALL, devnet_config
 
@@ -195,3 +201,69 @@ def test_forged_message_is_recorded_as_invalid() -> None:
     msgs = [r for r in rows if isinstance(r, SignedMessage)]
     assert [m.checked.status for m in msgs] == ["valid", "invalid_signature"]
     assert [m.checked.price for m in msgs] == [47622, None]
+
+
+def test_rate_layout_is_decoded_only_for_its_configured_category() -> None:
+    """The 10-byte interest-rate commitment (ts u48 ‖ use_fee u16 ‖ bp u16): the bp value is
+    the row's value and its timestamp its sequence; the same bytes under a delphi feed, or a
+    commitment of another size under the rate feed, are no rows."""
+    rate_cat, delphi_cat = "cd" * 32, "ab" * 32
+    feeds = FeedTable([FeedConfig(rate_cat, "rate"), FeedConfig(delphi_cat, "delphi")])
+    raw = (1_700_000_123).to_bytes(6, "little") + struct.pack("<HH", 700, 425)
+
+    def oracle_nft(category: str, commitment: bytes) -> TxOutput:
+        nft = NFT(Capability.MUTABLE, commitment)
+        return TxOutput(1_000, b"\x51", TokenData(bytes.fromhex(category)[::-1], 0, nft))
+
+    outputs = [
+        oracle_nft(rate_cat, raw),
+        oracle_nft(delphi_cat, raw),
+        oracle_nft(rate_cat, raw + b"0"),
+    ]
+    tx = Transaction.build([TxInput(OutPoint(bytes(32), 0), b"")], outputs)
+    rows = decode_oracle_tx(BlockTx(0, tx.txid, tx), feeds, 5)
+    assert len(rows) == 1
+    (row,) = rows
+    assert isinstance(row, FeedUpdate)
+    assert (row.vout, row.layout, row.oracle_time, row.sequence, row.price, row.use_fee) == (
+        0, "rate", 1_700_000_123, 1_700_000_123, 425, 700,
+    )  # fmt: skip
+
+
+async def test_migration_2_keeps_the_rows_and_admits_the_rate_layout(tmp_path: Path) -> None:
+    """An index created before the rate layout existed (oracle schema 1, with an update row)
+    is migrated in place: the row survives, and a rate row can be written."""
+    db = tmp_path / "old.db"
+    conn = await aiosqlite.connect(db, isolation_level=None)
+    try:
+        await migrate(conn, [*CORE_MIGRATIONS, *MIGRATIONS[:1]])
+        await conn.execute(
+            "INSERT INTO blocks VALUES (0, ?, ?, 100, 100, 1, ?)", (b"h", b"p", bytes(80))
+        )
+        old = (b"t" * 32, 0, b"c" * 32, "delphi", 0, 100, 0, 99, 7, 47622, 1000, bytes(16))
+        await conn.execute("INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", old)
+        with pytest.raises(sqlite3.IntegrityError):
+            await conn.execute(
+                "INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (b"u" * 32, 0, b"r" * 32, "rate", 0, 100, 0, 99, 99, 300, 500, bytes(10)),
+            )
+        applied = await migrate(conn, [*CORE_MIGRATIONS, *MIGRATIONS])
+        assert [(m.component, m.version) for m in applied] == [("oracle", 2)]
+        rows = await conn.execute_fetchall("SELECT * FROM oracle_updates")
+        assert [tuple(r) for r in rows] == [old]
+        await conn.execute(
+            "INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (b"u" * 32, 0, b"r" * 32, "rate", 0, 100, 0, 99, 99, 300, 500, bytes(10)),
+        )
+        indexes = await conn.execute_fetchall(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'oracle_updates' "
+            "AND name NOT LIKE 'sqlite_%'"
+        )
+        assert sorted(r[0] for r in indexes) == [
+            "oracle_updates_feed_sequence",
+            "oracle_updates_feed_time",
+            "oracle_updates_height",
+            "oracle_updates_layout_time",
+        ]
+    finally:
+        await conn.close()

@@ -83,7 +83,7 @@ async def test_sigkill_during_sync_then_restart_equals_a_clean_index(tmp_path: P
             await first_log_line(proc)
             reader = asyncio.create_task(drain(proc))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), rng.uniform(0.0, 0.3))
+                await asyncio.wait_for(proc.wait(), rng.uniform(0.0, 0.6))
             if proc.returncode is None:
                 proc.send_signal(signal.SIGKILL)
                 assert await proc.wait() == -signal.SIGKILL

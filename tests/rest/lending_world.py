@@ -1,6 +1,8 @@
 """A devnet scenario with full lending lifecycles (v1 and v11), indexed twice: the whole chain,
-and the chain cut just before the first repay (while six loans are active). The ledger's
-lending part (`extensions["lending"]`) and the chain's header times are the tests' oracle."""
+and the chain cut just before the first repay (while six loans are active and the interest-rate
+oracle stands at 360 bp). The ledger's lending part (`extensions["lending"]`) and the chain's
+header times are the tests' oracle. The oracle decoder is told the scenario's feeds as
+`ladle up` tells it (`feed_configs`: the BCH/USD feed and the rate oracle)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
+from devnet.scenario.indexing import feed_configs
 from devnet.scenario.lending import LendingExtension, configs_from_ledger
 from devnet.service import Devnet, DevnetConfig
 from indexer.decoders import create_decoders
@@ -18,7 +21,7 @@ from indexer.decoders.lending import LendingDecoder
 from indexer.decoders.oracle import OracleDecoder
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
-from protocols.oracle import FeedConfig, FeedTable
+from protocols.oracle import FeedTable
 from rest.config import RestConfig
 from rest.tokens import StaticRegistry
 
@@ -85,10 +88,19 @@ class LendingWorld:
         best = max(ups, key=lambda u: u.sequence)
         return best.price, best.timestamp
 
+    def rate_at(self, index: Index, now: int) -> tuple[int, int] | None:
+        """(bp, timestamp) of the rate oracle's latest confirmed update timestamped at or before
+        `now` (its updates form one chain: the latest is the last one)."""
+        ups = [r for r in self.records(index, "rate") if r["timestamp"] <= now]
+        if not ups:
+            return None
+        best = max(ups, key=lambda r: (r["timestamp"], self.order(r)))
+        return best["bp"], best["timestamp"]
+
 
 async def _index(path: Path, blocks: list[bytes], ledger: Ledger, part: Any) -> None:
     snap = PoolSnapshot()
-    feeds = FeedTable([FeedConfig(ledger.oracle.category, "delphi")])
+    feeds = FeedTable(feed_configs(ledger))
     decoders = [
         *create_decoders(["cauldron", "registry"], snapshot=snap),
         OracleDecoder(feeds),

@@ -3,9 +3,10 @@
 
 The scenario's registries are served over the devnet's HTTP document server (`bcmr_http`) and
 fetched by the indexer's real fetch job — except one token's, left unreachable — and one
-off-chain source (a local file) describes SPICE under another name. The oracle decoder is told
-the scenario's feed, as `ladle up` tells it. The ledger, the served documents and the chain's
-blocks are the tests' oracle.
+off-chain source (a local file) describes SPICE under another name. Halfway through the history
+the identity of Dragon Gold (the DRGN published in a later authchain link) is burned. The
+oracle decoder is told the scenario's feed, as `ladle up` tells it. The ledger, the served
+documents and the chain's blocks are the tests' oracle.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from protocols.oracle import FeedConfig, FeedTable
 from rest.config import RestConfig
 from tests.rest.oracle import Block, Oracle
 
-PARAMS = PRESETS["small"].replace(seed=23, tokens=7)  # a 7th token: TK1
+PARAMS = PRESETS["small"].replace(seed=23, tokens=7, burn_identity=True)  # a 7th token: TK1
+BURNED = "Dragon Gold"  # the token whose identity the scenario burns
 UNREACHABLE = "TK1"  # a generated token whose registry URI never answers
 OFFCHAIN = "wellknown"
 FETCHED_AT = 2_000_000_000

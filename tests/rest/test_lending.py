@@ -311,6 +311,7 @@ def expected_stats(
     for x, debt in zip(loans, owed, strict=True):
         buckets[bucket(x["collateral"], price, debt)] += 1
     principal = sum(x["principal"] for x in loans)
+    rate = lw.rate_at(index, now)
     return {
         "now": now,
         "loans": len(loans),
@@ -323,6 +324,9 @@ def expected_stats(
         "oracle_price": price,
         "oracle_time": price_time,
         "collateral_ratio": buckets,
+        "redeemable": None if rate is None else sum(x["rate_bp"] <= rate[0] for x in loans),
+        "rate_bp": None if rate is None else rate[0],
+        "rate_time": None if rate is None else rate[1],
     }
 
 
@@ -338,15 +342,52 @@ async def test_stats(lw: LendingWorld, mid: httpx.AsyncClient, full: httpx.Async
 
 
 async def test_stats_and_crankable_without_a_price_feed(lw: LendingWorld) -> None:
+    rate = lw.rate_at(lw.mid, lw.mid.now)
+    assert rate is not None
     async with api_client(lw.config(lw.mid, usd_feed=None)) as c:
         got = await get(c, "/lending/v11/stats")
         assert got["oracle_price"] is None and got["collateral_ratio"] is None
-        assert got["loans"] == 3
+        assert got["loans"] == 3 and got["rate_bp"] == rate[0]
         crank = await get(c, "/lending/v11/crankable")
-        assert crank["price"] is None and crank["loans"] == []
-        crank = await get(c, "/lending/v11/crankable?price=1")
+        assert crank["price"] is None and crank["rate_bp"] == rate[0]
+        assert crank["loans"] == crankable(lw, lw.mid, lw.mid.now, None, rate[0])
+        assert {x["reason"] for x in crank["loans"]} == {"redeem"}  # no price: no liquidation
+        crank = await get(c, "/lending/v11/crankable?price=1&rate_bp=0")
         assert crank["price"] == 1
-        assert crank["loans"] == crankable(lw, lw.mid, lw.mid.now, 1, None)
+        assert crank["loans"] == crankable(lw, lw.mid, lw.mid.now, 1, 0)
+
+
+async def test_crankable_redeems_by_the_indexed_rate_oracle(
+    lw: LendingWorld, mid: httpx.AsyncClient, full: httpx.AsyncClient
+) -> None:
+    """Without `rate_bp`, the rate is the rate oracle's at `now`: at the cut it stands at 360
+    bp, so the 350 bp loan is listed as `redeem` and the 400 and 450 bp ones are not; at the
+    end it is back at 200 bp and no loan is redeemable."""
+    now = lw.mid.now
+    found, rate = lw.price_at(lw.mid, now), lw.rate_at(lw.mid, now)
+    assert found is not None and rate is not None
+    price, bp = found[0], rate[0]
+    assert bp == 360
+    got = await get(mid, "/lending/v11/crankable")
+    want = crankable(lw, lw.mid, now, price, bp)
+    assert got == {"now": now, "price": price, "rate_bp": bp, "loans": want}
+    loans = active(lw, lw.mid, "v11")
+    assert sorted(x["rate_bp"] for x in loans) == [350, 400, 450]
+    assert [(x["rate_bp"], x["reason"]) for x in got["loans"]] == [(350, "redeem")]
+    # Before the oracle rose (the rate at a time before its update) nothing is redeemable.
+    before = list(lw.records(lw.mid, "rate"))[-1]["timestamp"] - 1
+    earlier, then = lw.rate_at(lw.mid, before), lw.price_at(lw.mid, before)
+    assert earlier is not None and earlier[0] < 350 and then is not None
+    got = await get(mid, f"/lending/v11/crankable?now={before}")
+    assert got["rate_bp"] == earlier[0]
+    assert got["loans"] == crankable(lw, lw.mid, before, then[0], earlier[0])
+    assert "redeem" not in {x["reason"] for x in got["loans"]}
+    # The end of the history: 200 bp, the remaining 350 bp loan is not redeemable.
+    end = lw.rate_at(lw.full, lw.full.now)
+    assert end is not None and end[0] == 200
+    got = await get(full, "/lending/v11/crankable")
+    assert got["rate_bp"] == 200
+    assert "redeem" not in {x["reason"] for x in got["loans"]}
 
 
 async def test_crankable(lw: LendingWorld, mid: httpx.AsyncClient) -> None:
@@ -354,26 +395,21 @@ async def test_crankable(lw: LendingWorld, mid: httpx.AsyncClient) -> None:
     found = lw.price_at(lw.mid, now)
     assert found is not None
     price = found[0]
-    got = await get(mid, "/lending/v11/crankable")
-    assert got == {
-        "now": now,
-        "price": price,
-        "rate_bp": None,
-        "loans": crankable(lw, lw.mid, now, price, None),
-    }
     loans = active(lw, lw.mid, "v11")
     month = max(x["loan_ts"] for x in loans) + 30 * DAY
     cases: list[tuple[str, int, int | None, int | None, set[str]]] = [
-        (f"now={month}", month, None, None, {"accrue"}),
-        (f"now={month - 1}", month - 1, None, None, set()),
+        (f"now={month}&rate_bp=0", month, None, 0, {"accrue"}),
+        (f"now={month - 1}&rate_bp=0", month - 1, None, 0, set()),
         ("price=1", now, 1, None, {"liquidate"}),
         ("rate_bp=400", now, None, 400, {"redeem"}),
         (f"rate_bp=400&now={month}", month, None, 400, {"redeem", "accrue"}),
         (f"price=1&rate_bp=65535&now={month}", month, 1, 65_535, {"liquidate"}),
     ]
-    for query, at, given_price, rate, reasons in cases:
+    for query, at, given_price, given_rate, reasons in cases:
         got = await get(mid, f"/lending/v11/crankable?{query}")
         used = price if given_price is None else given_price
+        oracle = lw.rate_at(lw.mid, at)
+        rate = given_rate if given_rate is not None else None if oracle is None else oracle[0]
         want = crankable(lw, lw.mid, at, used, rate)
         assert got == {"now": at, "price": used, "rate_bp": rate, "loans": want}, query
         assert {x["reason"] for x in want} == reasons, query
@@ -432,7 +468,7 @@ async def test_edges_fee_funding_and_ratio_bounds(lw: LendingWorld, tmp_path: Pa
     db = tmp_path / "edge.sqlite"
     _add_loans(index.db, db, index.height, extra)
     async with api_client(lw.config(Index(db, index.height, index.now))) as c:
-        got = await get(c, "/lending/v11/crankable")
+        got = await get(c, "/lending/v11/crankable?rate_bp=0")  # none redeemable
         stats = await get(c, "/lending/v11/stats")
     listed = [x for x in got["loans"] if x["borrower_hash"] in {e["borrower_hash"] for e in extra}]
     assert [(x["collateral"], x["reason"]) for x in listed] == [(12_000, "liquidate")]
@@ -440,6 +476,31 @@ async def test_edges_fee_funding_and_ratio_bounds(lw: LendingWorld, tmp_path: Pa
     assert bucket(at_150 - 1, price, principal + 1) == "120-150"
     want = expected_stats(lw, index, "v11", extra)
     assert stats == want | {"average_rate": pytest.approx(want["average_rate"])}
+
+
+async def test_active_loans_page(lw: LendingWorld, mid: httpx.AsyncClient, tmp_path: Path) -> None:
+    """`offset`/`limit` slice the chain-ordered list; without them the list is whole (up to the
+    default limit, 1,000) — checked past the default on a copy of the index with extra loans."""
+    for path, version in (("/lending/v11", "v11"), ("/lending", "v1")):
+        want = active(lw, lw.mid, version)
+        for offset, limit in ((0, 1), (1, 1), (1, 5), (2, 10_000), (len(want), 3), (50, 1)):
+            page = await get(mid, f"{path}/loans/active?offset={offset}&limit={limit}")
+            assert page == want[offset : offset + limit], (path, offset, limit)
+    index = lw.mid
+    t = index.now - 60
+    extra = []
+    for n in range(1, 1_006):
+        x = _extra(1, 100, index.now, 1_000_000, t)
+        x["txid"] = (0xEE00 + n).to_bytes(32, "big").hex()
+        x["borrower_hash"] = (0xBB00 + n).to_bytes(32, "big").hex()
+        extra.append(x)
+    db = tmp_path / "many.sqlite"
+    _add_loans(index.db, db, index.height, extra)
+    want = active(lw, index, "v11") + [x | {"height": index.height} for x in extra]
+    async with api_client(lw.config(Index(db, index.height, index.now))) as c:
+        first = await get(c, "/lending/v11/loans/active")
+        rest = await get(c, "/lending/v11/loans/active?offset=1000")
+    assert len(first) == 1_000 and first + rest == want
 
 
 # --- HTTP conventions -----------------------------------------------------------------------
@@ -519,7 +580,11 @@ def _bad_cases() -> list[tuple[str, str]]:
         ("/lending/v11/crankable?rate_bp=65536", "rate_bp"),
         ("/lending/v11/crankable?rate_bp=-3", "rate_bp"),
         ("/lending/v11/stats?now=1", "now"),
-        ("/lending/loans/active?limit=1", "limit"),
+        ("/lending/loans/active?limit=0", "limit"),
+        ("/lending/v11/loans/active?limit=10001", "limit"),
+        ("/lending/v11/loans/active?offset=-1", "offset"),
+        ("/lending/loans/active?offset=1.5", "offset"),
+        ("/lending/loans/active?page=2", "page"),
         ("/lending/v11/history?limit=1&limit=2", "limit"),
     ]
 

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -19,13 +20,20 @@ from starlette.applications import Starlette
 from devnet.scenario.ledger import TokenEntry
 from indexer.registry_fetch import Download, FetchConfig, RegistryFetcher
 from indexer.store import open_writer
+from indexer.store.queries_registry import authchain
 from rest.app import create_app
 from rest.config import RestConfig
 from rest.context import ApiContext
 from rest.index_tokens import IndexRegistry, IndexUsdOracle
 from rest.tokens import NoUsdOracle, StaticRegistry
 from tests.rest.conftest import api_client, check_response
-from tests.rest.protocol_world import OFFCHAIN, UNREACHABLE, ProtocolWorld, protocol_world
+from tests.rest.protocol_world import (
+    BURNED,
+    OFFCHAIN,
+    UNREACHABLE,
+    ProtocolWorld,
+    protocol_world,
+)
 
 DAY = 86_400
 
@@ -135,6 +143,45 @@ async def test_all_entries_add_the_offchain_source(
             assert got == ([] if want is None else [want]), t.symbol
     assert await get(client, f"/registry/token/{'ab' * 32}") is None
     assert await get(client, f"/registry/token/{'ab' * 32}/all") == []
+
+
+async def test_a_burned_identity_keeps_its_last_registry(
+    client: httpx.AsyncClient, pworld: ProtocolWorld
+) -> None:
+    """Dragon Gold published its registry in a later authchain link, then burned its identity
+    (a link whose output 0 is OP_RETURN). The index ends its authchain there, and the API keeps
+    serving the registry published before the burn (burning freezes an identity's metadata,
+    it does not retract it); its shared symbol still counts."""
+    (gold,) = [t for t in pworld.ledger.tokens if t.name == BURNED]
+    assert gold.bcmr is not None and gold.identity_burned_txid is not None
+    assert gold.bcmr.txid != gold.genesis_txid  # genesis → publication → burn
+    assert [t.name for t in pworld.ledger.tokens if t.identity_burned_txid] == [BURNED]
+    burn = next(x for x in pworld.ledger.transactions if x.txid == gold.identity_burned_txid)
+    publication = next(x for x in pworld.ledger.transactions if x.txid == gold.bcmr.txid)
+    assert burn.kind == "identity_burn" and burn.height is not None
+    assert publication.height is not None and publication.height < burn.height
+    conn = await aiosqlite.connect(pworld.db)
+    try:
+        chain = await authchain(conn, gold.category)
+    finally:
+        await conn.close()
+    assert chain is not None
+    assert (chain.head_txid, chain.links, chain.burned) == (gold.identity_burned_txid, 3, True)
+    want = expected_entry(pworld, gold)
+    assert want is not None and want["token"]["symbol"] == "DRGN"
+    assert await get(client, f"/registry/token/{gold.category}") == want
+    assert await get(client, f"/registry/token/{gold.category}/all") == [want]
+    e = await error(client, "/registry/token/DRGN", 400)
+    assert gold.category in {c["token_id"] for c in e["candidates"]}
+    # Every other token's authchain is live.
+    conn = await aiosqlite.connect(pworld.db)
+    try:
+        for t in pworld.ledger.tokens:
+            if t is not gold:
+                other = await authchain(conn, t.category)
+                assert other is not None and not other.burned, t.name
+    finally:
+        await conn.close()
 
 
 async def test_symbols_resolve_through_the_index(

@@ -168,6 +168,9 @@ class CauldronContext:
     known_before: KnownOwners  # owners already stored (OwnerSeen is emitted for the others)
     pools: dict[OutPoint, PoolUtxo]  # live pools the candidates may spend
     activities: dict[bytes, CauldronActivity] = field(default_factory=dict)
+    # Pool UTXOs the index never saw, read from the chain (`BlockContext.prevouts`): a spend of
+    # one is still a `discover`, but with its state before, so with deltas and a trade.
+    outside: dict[OutPoint, PoolUtxo] = field(default_factory=dict)
     emitted_owners: set[bytes] = field(default_factory=set)
 
     def activity(self, btx: BlockTx) -> CauldronActivity:
@@ -212,6 +215,7 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[Row]:
         owners.append(spend.owner_pkh)
         op = tx.inputs[spend.input_index].outpoint
         prev = ctx.pools.pop(op, None)
+        seen = ctx.outside.pop(op, None) if prev is None else None
         if prev is not None:
             rows.append(PoolSpent(op, prev.category, prev.sats, prev.tokens, txid, spend.kind))
         if spend.kind == "withdraw" or spend.continuation_index is None:
@@ -232,11 +236,14 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[Row]:
         via: PoolVia = "continuation" if prev is not None else "discovered"
         lineage = prev.lineage if prev is not None else op
         pool = new_pool(spend.continuation_index, lineage, spend.owner_pkh, via)
-        before = None if prev is None else (prev.sats, prev.tokens)
+        known = prev or seen
+        before = None if known is None else (known.sats, known.tokens)
         after = (pool.sats, pool.tokens)
         fee = None
         if prev is None:
             kind = "discover"
+            if seen is not None:
+                fee = lp_fee(seen.sats, pool.sats)
         else:
             kind = classify_change(PoolState(prev.sats, prev.tokens), PoolState(*after))
             fee = lp_fee(prev.sats, pool.sats)
@@ -295,7 +302,7 @@ def _trades(txid: bytes, position: int, events: list[PoolEvent], touched: int) -
     """Sum the buys and sells per token (first-appearance order)."""
     sums: dict[bytes, list[int]] = {}  # category → [sats, tokens, vol_sats, vol_tokens, fee, n]
     for e in events:
-        if e.kind not in ("buy", "sell"):
+        if _side(e) is None:
             continue
         ds, dt = e.d_sats or 0, e.d_tokens or 0
         s = sums.setdefault(e.category, [0, 0, 0, 0, 0, 0])
@@ -312,6 +319,17 @@ def _trades(txid: bytes, position: int, events: list[PoolEvent], touched: int) -
             Trade(txid, category, position, direction, sats, tokens, vs, vt, fee, n, touched)
         )
     return trades
+
+
+def _side(e: PoolEvent) -> Direction | None:
+    """Whether an event is a buy or a sell: its kind, or for a discovery whose state before is
+    known, its deltas' kind."""
+    if e.kind in ("buy", "sell"):
+        return "buy" if e.kind == "buy" else "sell"
+    if e.kind == "discover" and e.before is not None and e.after is not None:
+        kind = classify_change(PoolState(*e.before), PoolState(*e.after))
+        return kind if kind in ("buy", "sell") else None
+    return None
 
 
 def _traders(tx: Transaction, act: CauldronActivity, month: str) -> list[TraderSeen]:

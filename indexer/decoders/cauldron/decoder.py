@@ -3,6 +3,7 @@ known owners and the live pool snapshot in step with the committed index and the
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
@@ -29,9 +30,10 @@ from indexer.decoders.cauldron.model import (
 )
 from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from indexer.store.db import submit
 from indexer.store.schema import Migration
 from protocols.cauldron.contract import REDEEM_SUFFIX
-from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect
+from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_utxo
 
 # The prefilter: a pool spend carries the redeem script's tail, a creation the SUMMON marker,
 # and a known owner's un-summoned pool a P2SH32 locking bytecode (`aa20…87`).
@@ -152,14 +154,28 @@ class CauldronDecoder:
         activities = {t.txid: detect(t.tx, overlay) for t in txs}
         relevant = [t for t in txs if not activities[t.txid].is_empty]
         produced = {t.txid for t in relevant}
-        spent = [
-            op
-            for t in relevant
-            for s in activities[t.txid].spends
-            if (op := t.tx.inputs[s.input_index].outpoint).txid not in produced
-        ]
-        pools = await fetch_live_pools(conn, spent)
+        spent: dict[OutPoint, bytes] = {}  # pool spends of earlier transactions → owner
+        for t in relevant:
+            for s in activities[t.txid].spends:
+                op = t.tx.inputs[s.input_index].outpoint
+                if op.txid not in produced:
+                    spent[op] = s.owner_pkh
+        # The confirmed snapshot is the set of unspent pool rows (kept in step by `committed`
+        # and `load`): no SELECT per block.
+        pools = {op: _from_live(p) for op in spent if (p := self.snapshot.confirmed_pool(op))}
         ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, activities)
+        unknown = [op for op in spent if op not in pools]
+        if unknown and block.prevouts is not None:
+            # Pools the index never saw (created before the start height, or without SUMMON by
+            # an owner not yet known): their state before this spend, from the chain.
+            outputs = await block.prevouts(unknown)
+            for op in unknown:
+                out = outputs.get(op)
+                if out is not None and out.token is not None and is_pool_utxo(out, spent[op]):
+                    ctx.outside[op] = PoolUtxo(
+                        *(op, op, spent[op], out.token.category, out.value, out.token.amount),
+                        *(-1, 0, -1, "discovered"),
+                    )
         return decode_order(relevant), ctx
 
     def decode(self, tx: BlockTx, context: CauldronContext) -> Sequence[Row]:
@@ -168,6 +184,8 @@ class CauldronDecoder:
     async def write(
         self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
     ) -> None:
+        if not rows:
+            return  # no thread hop for a block without Cauldron activity
         h, t = block.height, block.time
         created: dict[OutPoint, PoolUtxo] = {}
         spent: dict[OutPoint, PoolSpent] = {}
@@ -219,43 +237,20 @@ class CauldronDecoder:
                 + (_rev(p.category), p.sats, p.tokens, h, t, p.position, p.via)
                 + ((None, None, None, None) if s is None else (_rev(s.txid), h, t, s.kind))
             )
-        await conn.executemany(
-            "INSERT INTO cauldron_pools VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", pool_rows
+        spends = [(_rev(s.txid), h, t, s.kind, _rev(op.txid), op.index) for op, s in spent.items()]
+        tvl_rows = [(_rev(c), h, t, d[0], d[1], d[2]) for c, d in tvl.items()]
+        statements = (
+            (_INSERT_POOL, pool_rows),
+            (_INSERT_EVENT, events),
+            (_INSERT_TRADE, trades),
+            (_UPSERT_TOKEN, tokens),
+            (_INSERT_OWNER, owners),
+            (_INSERT_TRADER, traders),
+            (_INSERT_TVL, tvl_rows),
         )
-        cursor = await conn.executemany(
-            "UPDATE cauldron_pools SET spent_txid = ?, spent_height = ?, spent_time = ?, "
-            "spent_kind = ? WHERE txid = ? AND vout = ? AND spent_height IS NULL",
-            [(_rev(s.txid), h, t, s.kind, _rev(op.txid), op.index) for op, s in spent.items()],
-        )
-        if spent and cursor.rowcount != len(spent):  # prepare read them live: cannot happen
-            raise RuntimeError(f"block {h}: {len(spent) - cursor.rowcount} pool spends lost")
-        await conn.executemany(
-            "INSERT INTO cauldron_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", events
-        )
-        await conn.executemany(
-            "INSERT INTO cauldron_trades VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", trades
-        )
-        await conn.executemany(
-            "INSERT INTO cauldron_tokens VALUES (?,?,?,?,?,?,?) ON CONFLICT (category) DO UPDATE "
-            "SET time = excluded.time, position = excluded.position, "
-            "out_index = excluded.out_index, first_pool_txid = excluded.first_pool_txid, "
-            "first_pool_vout = excluded.first_pool_vout "
-            "WHERE excluded.height = cauldron_tokens.height AND (excluded.position, "
-            "excluded.out_index) < (cauldron_tokens.position, cauldron_tokens.out_index)",
-            tokens,
-        )
-        await conn.executemany("INSERT OR IGNORE INTO cauldron_owners VALUES (?,?)", owners)
-        await conn.executemany(
-            "INSERT OR IGNORE INTO cauldron_trader_months VALUES (?,?,?)", traders
-        )
-        await conn.executemany(
-            "INSERT INTO cauldron_tvl (category, height, time, sats, tokens, pools) "
-            "SELECT ?1, ?2, ?3, coalesce(p.sats, 0) + ?4, coalesce(p.tokens, 0) + ?5, "
-            "coalesce(p.pools, 0) + ?6 FROM (SELECT 1) LEFT JOIN ("
-            "SELECT sats, tokens, pools FROM cauldron_tvl WHERE category = ?1 "
-            "ORDER BY height DESC LIMIT 1) AS p",
-            [(_rev(c), h, t, d[0], d[1], d[2]) for c, d in tvl.items()],
-        )
+        # Queued, not awaited: SQLite writes this block while the loop decodes the next (the
+        # store collects errors before COMMIT; later statements on `conn` run after these).
+        submit(conn, lambda raw: _write_block(raw, h, spends, statements))
 
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
         for table in (
@@ -328,6 +323,57 @@ class CauldronDecoder:
 
     def mempool_txids(self) -> Collection[bytes]:
         return self.snapshot.pending_txids()
+
+
+_INSERT_POOL = "INSERT INTO cauldron_pools VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_SPEND_POOL = (
+    "UPDATE cauldron_pools SET spent_txid = ?, spent_height = ?, spent_time = ?, "
+    "spent_kind = ? WHERE txid = ? AND vout = ? AND spent_height IS NULL"
+)
+_INSERT_EVENT = "INSERT INTO cauldron_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_TRADE = "INSERT INTO cauldron_trades VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_UPSERT_TOKEN = (
+    "INSERT INTO cauldron_tokens VALUES (?,?,?,?,?,?,?) ON CONFLICT (category) DO UPDATE "
+    "SET time = excluded.time, position = excluded.position, "
+    "out_index = excluded.out_index, first_pool_txid = excluded.first_pool_txid, "
+    "first_pool_vout = excluded.first_pool_vout "
+    "WHERE excluded.height = cauldron_tokens.height AND (excluded.position, "
+    "excluded.out_index) < (cauldron_tokens.position, cauldron_tokens.out_index)"
+)
+_INSERT_OWNER = "INSERT OR IGNORE INTO cauldron_owners VALUES (?,?)"
+_INSERT_TRADER = "INSERT OR IGNORE INTO cauldron_trader_months VALUES (?,?,?)"
+_INSERT_TVL = (
+    "INSERT INTO cauldron_tvl (category, height, time, sats, tokens, pools) "
+    "SELECT ?1, ?2, ?3, coalesce(p.sats, 0) + ?4, coalesce(p.tokens, 0) + ?5, "
+    "coalesce(p.pools, 0) + ?6 FROM (SELECT 1) LEFT JOIN ("
+    "SELECT sats, tokens, pools FROM cauldron_tvl WHERE category = ?1 "
+    "ORDER BY height DESC LIMIT 1) AS p"
+)
+
+Params = Sequence[tuple[object, ...]]
+
+
+def _write_block(
+    raw: sqlite3.Connection,
+    height: int,
+    spends: Params,
+    statements: Sequence[tuple[str, Params]],
+) -> None:
+    """On the SQLite thread, in the block's transaction: every statement of a block, in one
+    hop. New pools first (a pool created and spent in the block is inserted already spent),
+    then the spends of older pools, then the rest."""
+    if not raw.in_transaction:  # SQLite ended it on an earlier error: write nothing
+        raise sqlite3.OperationalError(f"block {height}: no open transaction")
+    insert_pools, *rest = statements
+    if insert_pools[1]:
+        raw.executemany(*insert_pools)
+    if spends:
+        cursor = raw.executemany(_SPEND_POOL, spends)
+        if cursor.rowcount != len(spends):  # the spent pools were read live: cannot happen
+            raise RuntimeError(f"block {height}: {len(spends) - cursor.rowcount} pool spends lost")
+    for sql, params in rest:
+        if params:
+            raw.executemany(sql, params)
 
 
 def _event_params(e: PoolEvent, height: int, time: int) -> tuple[object, ...]:

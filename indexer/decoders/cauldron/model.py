@@ -20,9 +20,10 @@ from bch.tx import OutPoint
 PoolVia = Literal["summon", "known_owner", "withdraw_recreate", "continuation", "discovered"]
 # A state change of one pool. buy/sell/deposit/unchanged/drain name a trade-path spend by the
 # signs of (Δsats, Δtokens) (`classify_change`); "drain" cannot pass the contract and so never
-# occurs in a valid block. "discover": a trade-path spend of a pool the index did not know, so
-# its state before is unknown. "invalidated": a trade-path spend whose output is no longer a
-# pool by our rules (e.g. it gained an NFT): the lineage ends without a withdraw.
+# occurs in a valid block. "discover": a trade-path spend of a pool the index did not know; its
+# state before is known only if the follower could fetch the spent output (`outside` pools).
+# "invalidated": a trade-path spend whose output is no longer a pool by our rules (e.g. it
+# gained an NFT): the lineage ends without a withdraw.
 EventKind = Literal[
     "create",
     "buy",
@@ -110,7 +111,8 @@ class PoolEvent:
     category: bytes
     input_index: int | None
     output_index: int | None
-    before: tuple[int, int] | None  # (sats, tokens); None for create/discover
+    before: tuple[int, int] | None  # (sats, tokens); None for create (and discover, unless the
+    # spent output was fetched)
     after: tuple[int, int] | None  # None for withdraw/invalidated
     lp_fee: int | None  # trade-path changes with both states known
     pools_touched: int  # events in this transaction

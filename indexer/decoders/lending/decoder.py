@@ -220,6 +220,8 @@ class LendingDecoder:
     async def write(
         self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
     ) -> None:
+        if not rows:
+            return  # no thread hops for a block without lending activity
         h, t = block.height, block.time
         mtp = await block_mtp(conn, block)
         loans, spends, actions, states, allowances, allowance_spends = [], [], [], [], [], []

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import aiosqlite
 
 from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.oracle.schema import COMPONENT, MIGRATIONS
+from indexer.decoders.undo import delete_above
 from indexer.store.schema import Migration
 from protocols.oracle import (
     GP_HEAD,
@@ -90,7 +92,7 @@ def decode_oracle_tx(tx: BlockTx, feeds: FeedTable, block_time: int) -> list[Row
     return rows
 
 
-class OracleDecoder:
+class OracleDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`. `feeds`: the configured feed table (default: the
     mainnet Delphi feed); its keys are the trusted signers of GP messages."""
 
@@ -138,29 +140,19 @@ class OracleDecoder:
                         *(m.data_sequence, m.price, c.price),
                     )
                 )
-        await conn.executemany(
-            "INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", updates
-        )
-        await conn.executemany(
-            "INSERT INTO oracle_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", messages
-        )
+        if updates:  # each SQLite call is a thread hop: none for a block without oracle rows
+            await conn.executemany(
+                "INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", updates
+            )
+        if messages:
+            await conn.executemany(
+                "INSERT INTO oracle_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", messages
+            )
 
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
-        await conn.execute("DELETE FROM oracle_updates WHERE height > ?", (height,))
-        await conn.execute("DELETE FROM oracle_messages WHERE height > ?", (height,))
+        await delete_above(conn, height, ("oracle_updates", "oracle_messages"))
 
     def committed(
         self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
     ) -> None:
         return None
-
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
-        return False
-
-    def mempool_evict(self, txids: Collection[bytes]) -> None:
-        return None
-
-    def mempool_txids(self) -> Collection[bytes]:
-        return ()

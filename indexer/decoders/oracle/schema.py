@@ -62,4 +62,39 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX oracle_messages_height ON oracle_messages(height);
         """,
     ),
+    Migration(
+        COMPONENT,
+        2,
+        "the interest-rate layout",
+        """
+        -- The lending protocol's interest-rate oracle joins the feed layouts (layout 'rate':
+        -- price = its bp value, sequence = its timestamp). SQLite cannot alter a CHECK, so the
+        -- table is rebuilt with its rows and indexes.
+        CREATE TABLE oracle_updates_v2 (
+            txid         BLOB NOT NULL,
+            vout         INTEGER NOT NULL,
+            category     BLOB NOT NULL,
+            layout       TEXT NOT NULL
+                             CHECK (layout IN ('delphi', 'price9', 'legacy36', 'rate')),
+            height       INTEGER NOT NULL REFERENCES blocks(height),
+            time         INTEGER NOT NULL,
+            position     INTEGER NOT NULL,
+            oracle_time  INTEGER NOT NULL,
+            sequence     INTEGER NOT NULL,
+            price        INTEGER,                     -- the rate layout: the bp value
+            use_fee      INTEGER,
+            commitment   BLOB NOT NULL,
+            PRIMARY KEY (txid, vout)
+        ) WITHOUT ROWID;
+        INSERT INTO oracle_updates_v2 SELECT * FROM oracle_updates;
+        DROP TABLE oracle_updates;
+        ALTER TABLE oracle_updates_v2 RENAME TO oracle_updates;
+        CREATE INDEX oracle_updates_feed_time
+            ON oracle_updates(category, oracle_time, sequence);
+        CREATE INDEX oracle_updates_feed_sequence ON oracle_updates(category, sequence);
+        CREATE INDEX oracle_updates_height ON oracle_updates(height);
+        -- "The rate at t" without knowing the rate feed's category.
+        CREATE INDEX oracle_updates_layout_time ON oracle_updates(layout, oracle_time);
+        """,
+    ),
 )

@@ -22,7 +22,9 @@ import aiosqlite
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
+from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.registry.schema import COMPONENT, MIGRATIONS
+from indexer.decoders.undo import delete_above
 from indexer.store.schema import Migration
 from protocols.bcmr import Publication, find_publication, genesis_categories
 
@@ -95,7 +97,7 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
     return rows
 
 
-class RegistryDecoder:
+class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
     name = COMPONENT
@@ -140,12 +142,15 @@ class RegistryDecoder:
                         *(p.expected_hash, p.hash_encoding, json.dumps(list(p.uris)), h, t),
                     )
                 )
-        await conn.executemany("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links)
-        await conn.executemany("INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs)
+        if links:  # each SQLite call is a thread hop: none for a block without links
+            await conn.executemany("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links)
+        if pubs:
+            await conn.executemany(
+                "INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs
+            )
 
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
-        await conn.execute("DELETE FROM registry_publications WHERE height > ?", (height,))
-        await conn.execute("DELETE FROM registry_links WHERE height > ?", (height,))
+        await delete_above(conn, height, ("registry_publications", "registry_links"))
 
     def committed(
         self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
@@ -165,14 +170,3 @@ class RegistryDecoder:
         if to is not None:
             self.heads.setdefault(to, []).append(Head(authbase, seq))
             self.head_of[authbase] = to
-
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
-        return False
-
-    def mempool_evict(self, txids: Collection[bytes]) -> None:
-        return None
-
-    def mempool_txids(self) -> Collection[bytes]:
-        return ()

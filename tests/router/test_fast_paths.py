@@ -1,0 +1,262 @@
+"""The builder's fast paths give exactly what the slow ones gave: the route model's inline
+contract arithmetic equals `protocols.cauldron.formulas` (results and errors), a pool's output
+template encodes what `TxOutput.encode` does, caches follow a new pool state, and the gate's
+one-pass token tally rejects everything `bch.policy`'s token rules reject."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bch.hashes import sha256
+from bch.policy import token_balance_errors, token_burns
+from bch.token import MAX_TOKEN_AMOUNT, NFT, Capability, TokenData
+from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, Transaction, TxInput, TxOutput
+from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from protocols.cauldron.formulas import (
+    PoolState,
+    buy_tokens_exact_in,
+    buy_tokens_exact_out,
+    sell_tokens_exact_in,
+    sell_tokens_exact_out,
+)
+from router import gate
+from router.book import LiveBook
+from router.build import build
+from router.params import QuoteRequest, RouterConfig, parse_build_params
+from router.pools import PoolBook, pool_reserve
+from router.quotes import quote
+from router.route import Direction, _Model
+from tests.router.helpers import (
+    TOKEN_A,
+    TOKEN_B,
+    USER,
+    build_params,
+    funding,
+    make_pool,
+    standard_book,
+)
+
+# --- inline contract arithmetic ------------------------------------------------------------
+
+
+def _outcome(f: Callable[[], int]) -> int | str:
+    try:
+        return f()
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
+pool_states = st.tuples(
+    st.one_of(st.integers(706, 10**9), st.integers(706, MAX_SATS)),
+    st.one_of(st.integers(2, 10**9), st.integers(2, MAX_TOKEN_AMOUNT)),
+)
+amounts = st.one_of(st.integers(-2, 1000), st.integers(1, 10**12), st.integers(1, 2**64))
+
+
+@settings(max_examples=400, deadline=None)
+@given(pool_states, amounts)
+def test_model_arithmetic_is_the_contracts(state: tuple[int, int], amount: int) -> None:
+    sats, tokens = state
+    pool = make_pool(TOKEN_A, sats, tokens, "p")
+    s = PoolState(sats, tokens)
+    buy, sell = _Model([pool], Direction.BUY), _Model([pool], Direction.SELL)
+    if len(buy):
+        assert _outcome(lambda: buy.out_for_in(0, amount)) == _outcome(
+            lambda: buy_tokens_exact_in(s, amount)
+        )
+        assert _outcome(lambda: buy.in_for_out(0, amount)) == _outcome(
+            lambda: buy_tokens_exact_out(s, amount)
+        )
+    if len(sell):
+
+        def sold() -> int:
+            out = sell_tokens_exact_in(s, amount)
+            return max(0, min(out, sats - pool_reserve(tokens + amount)))
+
+        assert _outcome(lambda: sell.out_for_in(0, amount)) == _outcome(sold)
+        assert _outcome(lambda: sell.in_for_out(0, amount)) == _outcome(
+            lambda: sell_tokens_exact_out(s, amount)
+        )
+
+
+def test_edges_fall_back_to_the_formulas_and_their_errors() -> None:
+    pool = make_pool(TOKEN_A, 10_000, 100, "edge")
+    buy, sell = _Model([pool], Direction.BUY), _Model([pool], Direction.SELL)
+    calls: tuple[Callable[[], int], ...] = (
+        lambda: buy.in_for_out(0, 100),  # the whole pool
+        lambda: buy.in_for_out(0, 0),
+        lambda: buy.out_for_in(0, MAX_SATS),  # past 21e14 sats
+        lambda: sell.in_for_out(0, 10_000),  # every sat
+        lambda: sell.out_for_in(0, MAX_TOKEN_AMOUNT),  # past 2^63−1 tokens
+    )
+    for call in calls:
+        with pytest.raises(ValueError):
+            call()
+
+
+# --- output templates and per-state caches -----------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, MAX_SATS),
+    st.integers(1, MAX_TOKEN_AMOUNT),
+    st.binary(min_size=0, max_size=80),
+    st.binary(min_size=32, max_size=32),
+)
+def test_template_outputs_encode_as_plain_outputs(
+    value: int, amount: int, locking: bytes, category: bytes
+) -> None:
+    made = FungibleTemplate(locking, category).output(value, amount)
+    plain = TxOutput(value, locking, TokenData(category, amount))
+    assert made == plain
+    # Independently: value ‖ CompactSize(script field length) ‖ ef ‖ category ‖ 0x10 ‖
+    # CompactSize(amount) ‖ locking.
+    field = b"\xef" + category + b"\x10" + _compact(amount) + locking
+    assert made.encode() == value.to_bytes(8, "little") + _compact(len(field)) + field
+    assert made.size() == len(made.encode())
+
+
+def _compact(n: int) -> bytes:
+    if n < 0xFD:
+        return bytes((n,))
+    if n <= 0xFFFF:
+        return b"\xfd" + n.to_bytes(2, "little")
+    if n <= 0xFFFFFFFF:
+        return b"\xfe" + n.to_bytes(4, "little")
+    return b"\xff" + n.to_bytes(8, "little")
+
+
+def test_a_template_rejects_what_token_data_rejects() -> None:
+    template = FungibleTemplate(b"\x51", bytes(32))
+    with pytest.raises(ValueError):
+        template.output(1000, 0)
+    with pytest.raises(ValueError):
+        template.output(1000, MAX_TOKEN_AMOUNT + 1)
+
+
+def _live(n: int, sats: int, tokens: int) -> LivePool:
+    op = OutPoint(sha256(f"fast paths {n}".encode()), 0)
+    return LivePool(op, op, bytes(20), TOKEN_A, sats, tokens, 800_000)
+
+
+def test_a_new_pool_state_gets_new_bytes_and_the_old_pools_keep_theirs() -> None:
+    snap = PoolSnapshot()
+    snap.replace_confirmed([_live(i, 1_000_000 + i, 20_000) for i in range(3)], 800_000)
+    live = LiveBook(snap)
+    before = {p.key: p for p in live.current().pools(TOKEN_A)}
+    after_state = PoolState(1_000_100, 19_999)
+    old_bytes = {k: p.output(after_state).encode() for k, p in before.items()}
+    moved = snap.pools(TOKEN_A)[1]
+    txid = sha256(b"fast paths: a trade")
+    snap.add_pending(
+        PendingTx(
+            txid,
+            (moved.outpoint,),
+            (
+                LivePool(
+                    OutPoint(txid, 0), moved.lineage, moved.owner_pkh, moved.token_id,
+                    moved.sats + 5_000, moved.tokens - 90, None,
+                ),
+            ),
+        )
+    )  # fmt: skip
+    now = {p.key: p for p in live.current().pools(TOKEN_A)}
+    assert (moved.txid, moved.vout) not in now
+    fresh = now[(txid[::-1].hex(), 0)]
+    assert (
+        fresh.source_output.encode()
+        == TxOutput(
+            moved.sats + 5_000, fresh.locking, TokenData(fresh.category, moved.tokens - 90)
+        ).encode()
+    )
+    for key, pool in now.items():
+        if key in before:
+            assert pool is before[key]  # untouched pools keep their objects and bytes
+            assert pool.output(after_state).encode() == old_bytes[key]
+    live.close()
+
+
+def test_quote_legs_are_its_hops_legs_in_order() -> None:
+    book = standard_book()
+    config = RouterConfig()
+    q = quote(book, QuoteRequest(TOKEN_A, TOKEN_B, 5_000_000), config)
+    assert len(q.hops) == 2
+    assert q.legs == q.hops[0].legs + q.hops[1].legs
+    other = quote(book, QuoteRequest(TOKEN_B, TOKEN_A, 5_000_000), config)
+    swapped = dataclasses.replace(q, hops=other.hops)
+    assert swapped.legs == other.hops[0].legs + other.hops[1].legs
+
+
+# --- the gate's one-pass token tally ---------------------------------------------------------
+
+CATS = [sha256(bytes([i])) for i in range(3)]
+_LOCK = USER.locking_bytecode
+
+
+@st.composite
+def token_outputs(draw: st.DrawFn) -> TxOutput:
+    kind = draw(st.sampled_from(["none", "ft", "ft", "ft", "nft", "prefix"]))
+    if kind == "none":
+        return TxOutput(1000, _LOCK)
+    if kind == "prefix":
+        return TxOutput(1000, b"\xef" + _LOCK)
+    category = draw(st.sampled_from(CATS))
+    if kind == "nft":
+        return TxOutput(1000, _LOCK, TokenData(category, 0, NFT(Capability.NONE, b"\x01")))
+    return TxOutput(1000, _LOCK, TokenData(category, draw(st.integers(1, 5))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(token_outputs(), min_size=1, max_size=5),
+    st.lists(token_outputs(), min_size=1, max_size=5),
+    st.lists(st.sampled_from([*CATS, sha256(b"elsewhere")]), min_size=5, max_size=5),
+    st.lists(st.integers(0, 1), min_size=5, max_size=5),
+)
+def test_the_one_pass_tally_rejects_whatever_the_token_rules_reject(
+    spent: list[TxOutput], outputs: list[TxOutput], txids: list[bytes], indexes: list[int]
+) -> None:
+    inputs = tuple(TxInput(OutPoint(txids[i], indexes[i])) for i in range(len(spent)))
+    tx = Transaction(2, inputs, tuple(outputs), 0)
+    found = gate.token_problems(tx, spent)
+    if token_balance_errors(tx, spent) or token_burns(tx, spent):
+        assert found
+    plain = all(o.token is None or o.token.nft is None for o in [*spent, *outputs])
+    if plain and not any(o.token is None and o.locking[:1] == b"\xef" for o in spent):
+        # Without NFTs the tally is exactly conservation plus genesis and overflow.
+        totals_in: dict[bytes, int] = {}
+        totals_out: dict[bytes, int] = {}
+        for side, totals in ((spent, totals_in), (outputs, totals_out)):
+            for o in side:
+                if o.token is not None:
+                    totals[o.token.category] = totals.get(o.token.category, 0) + o.token.amount
+        genesis = {i.outpoint.txid for i in inputs if i.outpoint.index == 0}
+        no_prefix = not any(o.token is None and o.locking[:1] == b"\xef" for o in outputs)
+        clean = totals_in == totals_out and not genesis & set(totals_in) and no_prefix
+        assert (not found) == clean
+
+
+def test_an_nft_anywhere_is_a_problem() -> None:
+    nft = TokenData(CATS[0], 3, NFT(Capability.MUTABLE, b""))
+    spent = [TxOutput(1000, _LOCK, nft)]
+    tx = Transaction(2, (TxInput(OutPoint(CATS[1], 1)),), (TxOutput(900, _LOCK, nft),), 0)
+    assert token_balance_errors(tx, spent) == [] and token_burns(tx, spent) == {}
+    assert any("NFT" in p for p in gate.token_problems(tx, spent))
+
+
+def test_real_builds_pass_the_tally() -> None:
+    book: PoolBook = standard_book()
+    config = RouterConfig()
+    token_coin = funding("a", 10_000, token={"category": TOKEN_A, "amount": "5000000"})
+    for params in (
+        build_params(TOKEN_A, TOKEN_B, 2_000_000, [token_coin, funding("s", 10**7)]),
+        build_params("bch", TOKEN_A, 3_000_000, [funding("b", 10**8)]),
+    ):
+        result = build(book, parse_build_params(params, config), config)
+        assert gate.token_problems(result.tx, result.source_outputs) == []
