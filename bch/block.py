@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bch.encoding import DecodeError, compact_size, read_compact_size
 from bch.hashes import hash256
+from bch.token import PREFIX_TOKEN
 from bch.tx import Transaction, parse_transaction
 
 HEADER_SIZE = 80
@@ -234,6 +235,48 @@ def scan_transaction(buf: bytes, pos: int = 0) -> int:
     return end
 
 
+def spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes], list[bytes]]:
+    """The outpoints (36 bytes each: wire txid ‖ LE index) the transaction at `pos` spends, and
+    the token categories (wire order) of its outputs, read from the length fields alone.
+
+    For prefilters that select transactions by what they spend (e.g. authchain links and token
+    genesis) without decoding them. Framing is assumed valid (`Block` has scanned it); a token
+    prefix is only recognised by its first byte, so the categories are a superset of what a
+    full decode finds (a malformed prefix makes decoding fail anyway).
+    """
+    p = pos + 4  # version
+    n = buf[p]
+    if n < 0xFD:
+        p += 1
+    else:
+        n, p = _wide_compact(buf, p, n)
+    spent: list[bytes] = []
+    for _ in range(n):
+        spent.append(buf[p : p + 36])
+        size = buf[p + 36]
+        if size < 0xFD:
+            p += 41 + size
+        else:
+            size, q = _wide_compact(buf, p + 36, size)
+            p = q + size + 4
+    n = buf[p]
+    if n < 0xFD:
+        p += 1
+    else:
+        n, p = _wide_compact(buf, p, n)
+    categories: list[bytes] = []
+    for _ in range(n):
+        size = buf[p + 8]
+        if size < 0xFD:
+            q = p + 9
+        else:
+            size, q = _wide_compact(buf, p + 8, size)
+        if size > 33 and buf[q] == PREFIX_TOKEN:
+            categories.append(buf[q + 1 : q + 33])
+        p = q + size
+    return spent, categories
+
+
 # --- blocks ----------------------------------------------------------------------------------
 
 
@@ -353,6 +396,11 @@ class Block:
             raise IndexError(f"transaction index {i} out of range for {n} transactions")
         return j
 
+    @property
+    def offsets(self) -> Sequence[int]:
+        """Where each transaction starts in `raw`, then the end of the last one."""
+        return self._offsets
+
     def tx_span(self, i: int) -> tuple[int, int]:
         """(start, end) offsets of transaction `i` within `raw`."""
         j = self._index(i)
@@ -445,4 +493,5 @@ __all__ = [
     "parse_block",
     "scan_transaction",
     "serialize_block",
+    "spends_and_categories",
 ]

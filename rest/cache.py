@@ -2,14 +2,20 @@
 was computed at, so a new block (or a reorg) invalidates everything at once, with no timers.
 
 Concurrent requests for the same missing answer share one computation (single flight).
+
+An answer assembled from parts that repeat between answers (the hours of a candle series) can
+bring its gzip already made: `gzip_join` splices deflate pieces compressed once with pieces
+compressed now, so a new answer does not pay for compressing its whole body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import struct
+import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from rest.db import IndexVersion
@@ -20,9 +26,11 @@ GZIP_LEVEL = 1
 
 @dataclass(frozen=True, slots=True)
 class RawJson:
-    """An answer already serialised (a compute function may return it instead of objects)."""
+    """An answer already serialised (a compute function may return it instead of objects),
+    with its gzip member if it was cheaper to assemble than to compress (`gzip_join`)."""
 
     data: bytes
+    gzipped: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -111,3 +119,46 @@ class ResponseCache:
         future.set_result(entry)
         self.put(key, entry)
         return entry
+
+
+# --- gzip from deflate pieces ---------------------------------------------------------------------
+
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, mtime 0, OS unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Deflated:
+    """`raw` compressed on its own by `deflate_piece`: kept, and reused in any answer."""
+
+    raw: bytes
+    data: bytes
+
+
+def deflate_piece(raw: bytes, level: int) -> Deflated:
+    """Raw deflate of `raw` with no reference to anything before it, ended by a sync flush on a
+    byte boundary: any sequence of such pieces is one valid deflate stream (RFC 1951)."""
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return Deflated(raw, c.compress(raw) + c.flush(zlib.Z_SYNC_FLUSH))
+
+
+def gzip_join(parts: Sequence[bytes | Deflated], body: bytes) -> bytes:
+    """The gzip member of `body`, which must equal the concatenation of `parts`' raw bytes:
+    `Deflated` parts are spliced in as they are, runs of plain bytes compressed now."""
+    out = [_GZIP_HEADER]
+    run: list[bytes] = []
+
+    def flush(mode: int) -> None:
+        c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
+        out.append(c.compress(b"".join(run)) + c.flush(mode))
+        run.clear()
+
+    for part in parts:
+        if isinstance(part, Deflated):
+            if run:
+                flush(zlib.Z_SYNC_FLUSH)
+            out.append(part.data)
+        else:
+            run.append(part)
+    flush(zlib.Z_FINISH)
+    out.append(struct.pack("<II", zlib.crc32(body), len(body) & 0xFFFFFFFF))
+    return b"".join(out)

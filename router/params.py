@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from bch.cashaddr import KNOWN_PREFIXES, Address, CashAddrError
@@ -117,10 +118,19 @@ class Destination:
         if not isinstance(text, str) or not text:
             raise bad_request(f"{field} must be a CashAddr string", field=field)
         try:
-            addr = Address.decode(text, prefix=network)
+            locking, token_aware, prefix = _decoded(text, network)
         except CashAddrError as exc:
             raise bad_request(f"{field} is not a valid CashAddr: {exc}", field=field) from None
-        return cls(text, addr.locking_bytecode(), addr.token_aware, addr.prefix)
+        return cls(text, locking, token_aware, prefix)
+
+
+@lru_cache(maxsize=4096)
+def _decoded(text: str, network: str | None) -> tuple[bytes, bool, str]:
+    """(locking bytecode, token-aware, prefix) of a CashAddr: a pure function of its text, and
+    decoding (checksum included) costs more than routing a small order; wallets send the same
+    few addresses request after request. Failures are not cached (they raise)."""
+    addr = Address.decode(text, prefix=network)
+    return addr.locking_bytecode(), addr.token_aware, addr.prefix
 
 
 @dataclass(frozen=True, slots=True)

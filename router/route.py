@@ -166,6 +166,7 @@ class _Model:
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
 
     __slots__ = (
+        "_depth_max",
         "_plans",
         "_position",
         "a",
@@ -226,6 +227,22 @@ class _Model:
         self.neg_depth = [-self.cap_out[i] for i in self.by_depth]
         self._plans: dict[float, _Plan] = {}
         self._position: dict[tuple[str, int], int] | None = None
+        self._depth_max: list[int] | None = None
+
+    def depth_max(self) -> list[int]:
+        """Running maximum, in model (v_max) order, of the reserve a single-pool trade's
+        output bound grows with: sats when buying, tokens when selling (`_best_single`).
+        Made once per model, so every order on this book shares it."""
+        found = self._depth_max
+        if found is None:
+            found = []
+            top = 0
+            buying = self.direction is Direction.BUY
+            for pool in self.pools:
+                top = max(top, pool.sats if buying else pool.tokens)
+                found.append(top)
+            self._depth_max = found
+        return found
 
     def position(self, key: tuple[str, int]) -> int | None:
         """The model index of the pool with outpoint `key` (None: not usable this way)."""
@@ -922,6 +939,18 @@ def _best_single(
     buying = m.direction is Direction.BUY
     x_in = amount + 1.0 / GAMMA + 1e-9 * amount
     g_in = GAMMA * x_in
+    if exact_in and in_rate_order and by_rate:
+        # One bound for the whole prefix: a pool's `single_bound` is v_max²·x·D/(D + γx)
+        # buying (D its sats, x = x_in) or v_max²·s·D/(D + s) selling (D its tokens), which
+        # grows with both v_max and D; the best v_max and the prefix's largest D bound them
+        # all (1e-9: float error), and every pool costs at least the cheapest pool's bytes.
+        deepest = float(m.depth_max()[by_rate - 1])
+        if buying:
+            top = vmax[0] * vmax[0] * x_in * deepest / (deepest + g_in) * (1 + 1e-9) + 1.0
+        else:
+            top = vmax[0] * vmax[0] * amount * deepest / (deepest + amount) * (1 + 1e-9) + 2.0
+        if top - mc <= target:
+            return None
     order = list(candidates)
     scores: list[float] = []
     # Candidates go in chunks: each chunk's upper bounds (`single_bound`, the same

@@ -361,6 +361,17 @@ async def build_index(path: Path, p: IndexParams) -> None:
     tmp.rename(path)
 
 
+async def upgrade_index(path: Path) -> None:
+    """Bring a cached index to the current schema the way the indexer would (`Store.open`
+    applies the migrations it has not seen; a no-op when it is current)."""
+    from indexer.store import Store
+
+    began = time.perf_counter()
+    store = await Store.open(path)
+    await store.close()
+    print(f"  index opened by the store (migrations) in {time.perf_counter() - began:.1f} s")
+
+
 def index_facts(path: Path) -> dict[str, Any]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     q = conn.execute
@@ -409,7 +420,18 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
     async def bare_endpoint(request: Request) -> Response:
         return PlainTextResponse("ok")
 
-    bare = Starlette(routes=[Route("/bench/bare", bare_endpoint)])
+    blobs: dict[int, bytes] = {}
+
+    async def blob_endpoint(request: Request) -> Response:
+        """`n` incompressible bytes: what a transfer of that size costs, with no work."""
+        n = int(request.path_params["n"])
+        if n not in blobs:
+            blobs[n] = random.Random(n).randbytes(n)
+        return Response(blobs[n], media_type="application/octet-stream")
+
+    bare = Starlette(
+        routes=[Route("/bench/bare", bare_endpoint), Route("/bench/blob/{n:int}", blob_endpoint)]
+    )
     offset = time.time() - tip_time
     config = RestConfig(
         db_path=db,
@@ -422,7 +444,7 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
     api = create_app(config)
 
     async def front(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/bench/bare":
+        if scope["type"] == "http" and scope["path"].startswith("/bench/b"):
             await bare(scope, receive, send)
         else:
             await api(scope, receive, send)
@@ -465,6 +487,14 @@ async def start_server(
     return proc, port
 
 
+async def answer_size(port: int, path: str) -> int:
+    """Bytes on the wire of one gzip answer."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        r = await client.get(path, headers={"Accept-Encoding": "gzip"})
+        r.raise_for_status()
+        return int(r.headers["content-length"])
+
+
 # --- the load -------------------------------------------------------------------------------------
 
 
@@ -482,18 +512,63 @@ class Result:
     ratio: float | None = None  # rps / ceiling_rps (median over the paired runs)
 
 
-async def _request(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str
-) -> tuple[int, int]:
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: bench\r\nAccept-Encoding: gzip\r\n\r\n".encode())
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        if line[:15].lower() == b"content-length:":
-            length = int(line[15:])
-    body = await reader.readexactly(length)
-    return status, len(body)
+class _Connection(asyncio.BufferedProtocol):
+    """One keep-alive HTTP/1.1 connection of the load generator. Answers are received into one
+    reusable buffer and only their length is kept: on a 2-core machine the client shares the
+    CPU with the server, so a client that copies every 300 kB answer twice (StreamReader)
+    measures itself as much as the server."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray(1 << 21)
+        self.view = memoryview(self.buffer)
+        self.used = 0
+        self.need = -1  # bytes of the current answer (head and body), -1 until its head is in
+        self.status = 0
+        self.size = 0
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[int, int]] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.used == len(self.buffer):  # an answer larger than the buffer: grow it
+            self.buffer.extend(bytes(len(self.buffer)))
+            self.view = memoryview(self.buffer)
+        return self.view[self.used :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.used += nbytes
+        if self.need < 0:
+            end = self.buffer.find(b"\r\n\r\n", 0, self.used)
+            if end < 0:
+                return
+            head = bytes(self.buffer[:end])
+            self.status = int(head[9:12])
+            self.size = 0
+            for line in head.split(b"\r\n")[1:]:
+                if line[:15].lower() == b"content-length:":
+                    self.size = int(line[15:])
+            self.need = end + 4 + self.size
+        if self.used >= self.need and self.waiter is not None:
+            extra = self.used - self.need  # never more than a pipelined answer; none here
+            self.buffer[:extra] = self.buffer[self.need : self.used]
+            self.used, self.need = extra, -1
+            waiter, self.waiter = self.waiter, None
+            waiter.set_result((self.status, self.size))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(exc or ConnectionError("the server closed the connection"))
+
+    def request(self, path: str) -> asyncio.Future[tuple[int, int]]:
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(
+            f"GET {path} HTTP/1.1\r\nHost: bench\r\nAccept-Encoding: gzip\r\n\r\n".encode()
+        )
+        return self.waiter
 
 
 _CURSORS: dict[int, int] = {}
@@ -526,20 +601,21 @@ async def load(
     stop_at = 0.0
 
     async def worker() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        loop = asyncio.get_running_loop()
+        transport, conn = await loop.create_connection(_Connection, "127.0.0.1", port)
         try:
             while time.perf_counter() < stop_at:
                 i = _CURSORS.get(id(paths), 0)
                 _CURSORS[id(paths)] = i + 1
                 path = paths[i % len(paths)]
                 began = time.perf_counter()
-                status, size = await _request(reader, writer, path)
+                status, size = await conn.request(path)
                 if status != 200:
                     raise RuntimeError(f"{path}: HTTP {status}")
                 latencies.append(time.perf_counter() - began)
                 sizes.append(size)
         finally:
-            writer.close()
+            transport.close()
 
     stop_at = time.perf_counter() + min(1.0, seconds / 5)  # warm-up (caches, connections)
     await asyncio.gather(*(worker() for _ in range(connections)))
@@ -573,6 +649,10 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
     ]
     return [
         ("ceiling: trivial Starlette app", ["/bench/bare"]),
+        (
+            "transfer: trivial Starlette app answering as many bytes as pool/active",
+            [f"/bench/blob/{facts['big_token_active_gzip_bytes']}"],
+        ),
         ("ceiling: trivial route in our app", ["/bench/ceiling"]),
         ("price/current", [f"/dex/price/{big}/current"]),
         ("pool/active?token= (2,000 pools)", [f"/dex/pool/active?token={big}"]),
@@ -592,17 +672,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         began = time.perf_counter()
         await build_index(db, params)
         print(f"  built in {time.perf_counter() - began:.0f} s", flush=True)
+    await upgrade_index(db)
     facts = index_facts(db)
     print("index:", json.dumps(facts), flush=True)
     results: list[Result] = []
-    for server, cache in (("cached", True), ("no answer cache", False)):
+    servers = [("cached", True), ("no answer cache", False)][: 1 if args.cached_only else 2]
+    for server, cache in servers:
         proc, port = await start_server(db, cache, facts["tip_time"])
         try:
+            if "big_token_active_gzip_bytes" not in facts:
+                facts["big_token_active_gzip_bytes"] = await answer_size(
+                    port, f"/dex/pool/active?token={facts['big_token']}"
+                )
             await load(port, "warm-up", server, ["/bench/bare"], 2, args.connections)
             for name, paths in workloads(facts):
                 if name.startswith("ceiling: trivial Starlette") or (
-                    not cache and name.startswith("ceiling")
+                    not cache and name.startswith(("ceiling", "transfer"))
                 ):
+                    continue
+                if args.only and not any(w in name for w in args.only.split(",")):
                     continue
                 r = await paired(
                     args.runs, port, name, server, paths, args.seconds, args.connections
@@ -658,6 +746,10 @@ def main() -> None:
         "--cache-dir", default=str(Path(tempfile.gettempdir()) / "ladle-bench-rest")
     )
     parser.add_argument("--json", help="also write the report here")
+    parser.add_argument("--only", help="comma-separated parts of workload names to run")
+    parser.add_argument(
+        "--cached-only", action="store_true", help="skip the server without an answer cache"
+    )
     args = parser.parse_args()
     report = asyncio.run(run(args))
     print(table(report))

@@ -4,7 +4,8 @@ The store owns the chain (which block is applied, the tip, the SQLite transactio
 the mempool's bookkeeping); a decoder owns one protocol's tables. For each block the store
 
 1. picks the decoder's candidate transactions with its *prefilter* (byte patterns searched in
-   the raw transactions, so most of a block is never decoded),
+   the raw transactions, so most of a block is never decoded; or, if the decoder has one, its
+   `select` hook, which walks the block's bytes with the decoder's own state),
 2. calls `prepare` once (the decoder reads what it needs from SQLite and may reorder the
    candidates, e.g. parents before children, since CTOR blocks are sorted by txid),
 3. calls `decode(tx, context)` for each candidate in that order — pure, apart from advancing
@@ -25,7 +26,7 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -130,6 +131,33 @@ class Decoder(Protocol[ContextT, RowT]):
 
 
 AnyDecoder = Decoder[Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockBytes:
+    """A block's transactions as bytes: transaction i is `raw[offsets[i]:offsets[i + 1]]`."""
+
+    raw: bytes
+    offsets: Sequence[int]
+    txids: Sequence[bytes]  # wire order, block order
+
+
+class Selecting(Protocol):
+    """An optional decoder hook, used instead of `patterns` for blocks when present: for
+    decoders whose candidates no byte pattern announces (an authchain link is recognised by
+    the outpoint it spends), but a cheap walk over the block's bytes with the decoder's
+    in-memory state can. Like `patterns`, it must never miss a transaction `decode` would use
+    (a superset is fine). Called before `prepare`, after the previous block's `committed`."""
+
+    def select(self, block: BlockBytes) -> Iterable[int]:
+        """Indexes of the candidate transactions (any order; duplicates allowed)."""
+        ...
+
+
+def selector(decoder: object) -> Callable[[BlockBytes], Iterable[int]] | None:
+    """The decoder's `select` hook, if it has one."""
+    fn = getattr(decoder, "select", None)
+    return fn if callable(fn) else None
 
 
 def matches(patterns: Sequence[bytes], raw_tx: bytes) -> bool:

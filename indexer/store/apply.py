@@ -51,7 +51,15 @@ import aiosqlite
 from bch.block import Block, BlockHeader
 from bch.hashes import hash256
 from bch.tx import Transaction
-from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, PrevoutFetcher, matches
+from indexer.decoders.base import (
+    AnyDecoder,
+    BlockBytes,
+    BlockContext,
+    BlockTx,
+    PrevoutFetcher,
+    matches,
+    selector,
+)
 from indexer.snapshot import PoolSnapshot
 from indexer.store.db import collect, open_writer, submit
 from indexer.store.mempool import MempoolTracker
@@ -112,6 +120,7 @@ class _Source:
         self._raws = raws
         self.txids = tuple(txids)
         self._txs: dict[int, Transaction] = {}
+        self._bytes: BlockBytes | None = None
 
     @classmethod
     def from_block(cls, block: Block) -> _Source:
@@ -145,11 +154,27 @@ class _Source:
             return self._block.find_transactions(pattern)
         return [i for i, raw in enumerate(self._raws) if pattern in raw]
 
-    def block_txs(self, patterns: Sequence[bytes]) -> list[BlockTx]:
-        """The prefilter: decoded transactions containing any of `patterns`, in block order."""
+    def block_bytes(self) -> BlockBytes:
+        if self._bytes is None:
+            if self._block is not None:
+                self._bytes = BlockBytes(self._block.raw, self._block.offsets, self.txids)
+            else:
+                offsets = [0]
+                for raw in self._raws:
+                    offsets.append(offsets[-1] + len(raw))
+                self._bytes = BlockBytes(b"".join(self._raws), offsets, self.txids)
+        return self._bytes
+
+    def block_txs(self, decoder: AnyDecoder) -> list[BlockTx]:
+        """The prefilter: the decoder's candidates, decoded, in block order — those its
+        `select` hook picks, or else those containing any of its `patterns`."""
         hits: set[int] = set()
-        for p in patterns:
-            hits.update(self.find(p))
+        select = selector(decoder)
+        if select is not None:
+            hits.update(select(self.block_bytes()))
+        else:
+            for p in decoder.patterns:
+                hits.update(self.find(p))
         return [BlockTx(i, self.txids[i], self.transaction(i)) for i in sorted(hits)]
 
 
@@ -382,7 +407,7 @@ class Store:
                 src.txids,
                 self.prevouts,
             )
-            work = [(d, src.block_txs(d.patterns)) for d in self.decoders]
+            work = [(d, src.block_txs(d)) for d in self.decoders]
             block_row = (
                 *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
                 *(len(src), header.encode()),

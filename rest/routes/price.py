@@ -9,7 +9,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from indexer.store import queries as q
-from rest.cache import RawJson
 from rest.candles import CANDLES, HISTORY
 from rest.db import Snapshot
 from rest.params import DEFAULT_SERIES_SPAN, Query, parse_int, stepsize
@@ -56,7 +55,7 @@ async def _series(request: Request, kind: str) -> Response:
 
     async def compute(snap: Snapshot) -> Any:
         await require_token(ctx, snap, token)
-        return RawJson(await ctx.candles.render(snap.conn, snap.tip, token, start, end, step, kind))
+        return await ctx.candles.render(snap.conn, snap.tip, token, start, end, step, kind)
 
     key = (kind, token, start, end, step)
     return await ctx.answer(request, key, compute, requested_time=end)

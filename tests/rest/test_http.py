@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,6 +69,27 @@ async def test_gzip_bytes_on_the_wire(world: World) -> None:
                 raw = b"".join([chunk async for chunk in r.aiter_raw()])
     assert r.headers["content-encoding"] == "gzip"
     assert gzip.decompress(raw).startswith(b'{"pools":[')
+
+
+async def test_hourly_candles_gzip_member_is_the_plain_answer(world: World) -> None:
+    """Hourly candlesticks come with a gzip member spliced from kept and fresh pieces: the
+    bytes on the wire decode to exactly the plain answer, whichever is asked first."""
+    token = Counter(t.category for t in world.oracle.trades).most_common(1)[0][0]
+    app = create_app(world.config(gzip_min_size=0))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            for shift in (0, 1_234, 86_400 + 55):
+                end = world.now - shift
+                url = f"/dex/price/{token}/candlesticks?start={end - 30 * 86_400}&end={end}"
+                headers = {"Accept-Encoding": "gzip"}
+                async with c.stream("GET", url, headers=headers) as r:
+                    raw = b"".join([chunk async for chunk in r.aiter_raw()])
+                plain = await c.get(url, headers={"Accept-Encoding": "identity"})
+                assert r.headers["content-encoding"] == "gzip"
+                assert r.headers["etag"] == plain.headers["etag"]
+                assert gzip.decompress(raw) == plain.content
+                assert len(plain.json()["candlesticks"]) > 10
 
 
 async def test_cors_simple_and_preflight(client: httpx.AsyncClient) -> None:

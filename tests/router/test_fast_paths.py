@@ -6,6 +6,7 @@ one-pass token tally rejects everything `bch.policy`'s token rules reject."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bch.hashes import sha256
-from bch.policy import token_balance_errors, token_burns
+from bch.policy import standardness_errors, token_balance_errors, token_burns
 from bch.token import MAX_TOKEN_AMOUNT, NFT, Capability, TokenData
 from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, Transaction, TxInput, TxOutput
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
@@ -27,10 +28,11 @@ from protocols.cauldron.formulas import (
 from router import gate
 from router.book import LiveBook
 from router.build import build
-from router.params import QuoteRequest, RouterConfig, parse_build_params
+from router.errors import RouterError
+from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, _Model
+from router.route import Direction, _best_single, _Model, _model, _single
 from tests.router.helpers import (
     TOKEN_A,
     TOKEN_B,
@@ -260,3 +262,102 @@ def test_real_builds_pass_the_tally() -> None:
     ):
         result = build(book, parse_build_params(params, config), config)
         assert gate.token_problems(result.tx, result.source_outputs) == []
+
+
+# --- the best single pool: the shared prefix bound prunes only pools that cannot win ----------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(706, 10**8), st.floats(0.5, 2.0)), min_size=1, max_size=40),
+    st.sampled_from(list(Direction)),
+    st.integers(1, 10**7),
+    st.one_of(st.just(0.0), st.floats(0.05, 1.5)),
+    st.floats(0.0, 1.0),
+)
+def test_best_single_is_the_brute_force_best(
+    states: list[tuple[int, float]],
+    direction: Direction,
+    amount: int,
+    rate_share: float,
+    floor_share: float,
+) -> None:
+    pools = [
+        make_pool(TOKEN_A, sats, max(2, round(sats / (50 * price))), f"s{k}")
+        for k, (sats, price) in enumerate(states)
+    ]
+    m = _Model(pools, direction)
+    if not len(m):
+        return
+    plan = m.plan(1.0)
+    v = m.vmax[0] * rate_share
+    values = []
+    for i in range(len(m)):
+        found = _single(m, i, amount, True, plan.cost, v, False)
+        if found is not None:
+            values.append((found.value, -i, found))
+    best_value = max((value for value, _, _ in values), default=None)
+    # A floor somewhere between nothing and the best value (or past it).
+    floor = -math.inf if best_value is None else best_value * (2 * floor_share) - 1.0
+    expected = max((x for x in values if x[0] > floor), default=None, key=lambda x: x[:2])
+    got = _best_single(m, amount, True, plan, v, floor)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and got.value == expected[0]
+
+
+def test_the_prefix_depths_follow_the_model_and_a_new_book() -> None:
+    snap = PoolSnapshot()
+    snap.replace_confirmed(
+        [_live(i, 1_000_000 + 7_919 * (i % 5), 20_000 + 10 * i) for i in range(12)], 800_000
+    )
+    live = LiveBook(snap)
+    for direction in Direction:
+        m = _model(live.current(), TOKEN_A, direction)
+        reserve = [p.sats if direction is Direction.BUY else p.tokens for p in m.pools]
+        assert m.depth_max() == [max(reserve[: k + 1]) for k in range(len(reserve))]
+    old = _model(live.current(), TOKEN_A, Direction.BUY)
+    moved = snap.pools(TOKEN_A)[0]
+    txid = sha256(b"fast paths: a deep trade")
+    snap.add_pending(
+        PendingTx(
+            txid,
+            (moved.outpoint,),
+            (
+                LivePool(
+                    OutPoint(txid, 0), moved.lineage, moved.owner_pkh, moved.token_id,
+                    9_000_000, moved.tokens // 3, None,
+                ),
+            ),
+        )
+    )  # fmt: skip
+    new = _model(live.current(), TOKEN_A, Direction.BUY)
+    assert new is not old
+    assert new.depth_max()[-1] == 9_000_000 and old.depth_max()[-1] < 9_000_000
+    live.close()
+
+
+def test_push_only_answers_do_not_leak_between_unlockings() -> None:
+    pushes = TxInput(OutPoint(bytes(32), 1), b"\x01\x02")
+    not_pushes = TxInput(OutPoint(bytes(32), 2), b"\x76\xa9")  # OP_DUP OP_HASH160
+    out = (TxOutput(1_000, USER.locking_bytecode),)
+    for _ in range(2):  # the second round answers from the cache
+        reasons = [v.reason for v in standardness_errors(Transaction(2, (pushes,), out, 0))]
+        assert "scriptsig-not-pushonly" not in reasons
+        reasons = [v.reason for v in standardness_errors(Transaction(2, (not_pushes,), out, 0))]
+        assert "scriptsig-not-pushonly" in reasons
+
+
+def test_decoded_addresses_are_reused_only_for_the_same_text_and_network() -> None:
+    first = Destination.parse(USER.token_address, "receive_addr", None)
+    again = Destination.parse(USER.token_address, "receive_addr", None)
+    assert again == first and again.token_aware
+    plain = Destination.parse(USER.address, "change_addr", None)
+    assert not plain.token_aware and plain.locking == first.locking
+    with pytest.raises(RouterError):  # a mainnet address on a testnet router
+        Destination.parse(USER.token_address, "receive_addr", "bchtest")
+    with pytest.raises(RouterError):  # a bad checksum, asked twice: never cached
+        Destination.parse(USER.address[:-1] + ("q" if USER.address[-1] != "q" else "p"), "x", None)
+    with pytest.raises(RouterError):
+        Destination.parse(USER.address[:-1] + ("q" if USER.address[-1] != "q" else "p"), "x", None)

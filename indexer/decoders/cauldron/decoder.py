@@ -132,6 +132,10 @@ class CauldronDecoder:
     def __init__(self, snapshot: PoolSnapshot | None = None) -> None:
         self.snapshot = snapshot if snapshot is not None else PoolSnapshot()
         self.owners = KnownOwners()
+        # The confirmed pools as this decoder's own values: the snapshot's confirmed set (the
+        # unspent `cauldron_pools` rows), kept in step by `load` and `committed`, so that a
+        # block's spent pools are neither read from SQLite nor converted back from `LivePool`.
+        self._confirmed: dict[OutPoint, PoolUtxo] = {}
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -143,7 +147,9 @@ class CauldronDecoder:
         )
         tip = await conn.execute_fetchall("SELECT max(height) FROM blocks")
         height = next(iter(tip))[0]
-        self.snapshot.replace_confirmed((to_live(_pool_from_row(r)) for r in rows), height)
+        pools = [_pool_from_row(r) for r in rows]
+        self._confirmed = {p.outpoint: p for p in pools}
+        self.snapshot.replace_confirmed((to_live(p) for p in pools), height)
 
     # --- blocks --------------------------------------------------------------------------------
 
@@ -160,9 +166,10 @@ class CauldronDecoder:
                 op = t.tx.inputs[s.input_index].outpoint
                 if op.txid not in produced:
                     spent[op] = s.owner_pkh
-        # The confirmed snapshot is the set of unspent pool rows (kept in step by `committed`
-        # and `load`): no SELECT per block.
-        pools = {op: _from_live(p) for op in spent if (p := self.snapshot.confirmed_pool(op))}
+        # The confirmed pools are the unspent pool rows (kept in step by `committed` and
+        # `load`): no SELECT per block.
+        confirmed = self._confirmed
+        pools = {op: p for op in spent if (p := confirmed.get(op)) is not None}
         ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, activities)
         unknown = [op for op in spent if op not in pools]
         if unknown and block.prevouts is not None:
@@ -275,15 +282,24 @@ class CauldronDecoder:
         created: dict[OutPoint, PoolUtxo] = {}
         spent: set[OutPoint] = set()
         for r in rows:
-            if isinstance(r, OwnerSeen):
-                self.owners.add(r.pkh)
-            elif isinstance(r, PoolUtxo):
+            if type(r) is PoolUtxo:
                 created[r.outpoint] = r
-            elif isinstance(r, PoolSpent):
+            elif type(r) is PoolSpent:
                 spent.add(r.outpoint)
+            elif type(r) is OwnerSeen:
+                self.owners.add(r.pkh)
+        confirmed = self._confirmed
+        removed = [op for op in spent if op not in created]
+        for op in removed:
+            confirmed.pop(op, None)
+        added = []
+        for op, p in created.items():
+            if op not in spent:
+                confirmed[op] = p
+                added.append(to_live(p))
         self.snapshot.apply_block(
-            removed=[op for op in spent if op not in created],
-            added=[to_live(p) for op, p in created.items() if op not in spent],
+            removed=removed,
+            added=added,
             confirmed_txids=block.txids,
             evicted=evicted,
             height=block.height,

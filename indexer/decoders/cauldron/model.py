@@ -5,13 +5,15 @@ A pool *lineage* is the chain of UTXOs one pool moves through as it is traded; i
 outpoint of its first UTXO the index knows: where it was created, or, for a pool the index
 only discovers when it is first spent (created without SUMMON by an owner not yet known), the
 spent outpoint. The API's `pool_id` is that outpoint as `<txid display hex>:<vout>`.
+
+The rows are named tuples, not dataclasses: a block produces dozens of them and each is built
+once, read once by `write` and once by `committed`, so construction cost is what counts.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from bch.tx import OutPoint
 
@@ -65,8 +67,7 @@ def parse_pool_id(pool_id: str) -> OutPoint:
     return OutPoint.from_hex(m.group(1), int(m.group(2)))
 
 
-@dataclass(frozen=True, slots=True)
-class PoolUtxo:
+class PoolUtxo(NamedTuple):
     """One pool state: a UTXO holding sats and one fungible token at its owner's pool address."""
 
     outpoint: OutPoint
@@ -85,8 +86,7 @@ class PoolUtxo:
         return format_pool_id(self.lineage)
 
 
-@dataclass(frozen=True, slots=True)
-class PoolSpent:
+class PoolSpent(NamedTuple):
     """A known pool UTXO spent by `txid` (its values are kept for the TVL bookkeeping)."""
 
     outpoint: OutPoint
@@ -97,8 +97,7 @@ class PoolSpent:
     kind: SpentKind
 
 
-@dataclass(frozen=True, slots=True)
-class PoolEvent:
+class PoolEvent(NamedTuple):
     """One pool's state change in one transaction; `seq` orders the events of a transaction
     (spends in input order, then creations in output order)."""
 
@@ -130,8 +129,7 @@ class PoolEvent:
         return self.after[1] - self.before[1]
 
 
-@dataclass(frozen=True, slots=True)
-class Trade:
+class Trade(NamedTuple):
     """One transaction's buys and sells of one token, summed over the pools it traded with.
 
     `sats`/`tokens` are the net change of those pools (so `sats > 0`: the user paid BCH);
@@ -151,8 +149,7 @@ class Trade:
     pools_touched: int  # pools of any token changed by the transaction
 
 
-@dataclass(frozen=True, slots=True)
-class TokenSeen:
+class TokenSeen(NamedTuple):
     """A new (non-continuation) pool of `category`. The token's first pool is the one with the
     least (height, position, out_index), whatever order a block's rows are written in."""
 
@@ -162,13 +159,11 @@ class TokenSeen:
     out_index: int
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerSeen:
+class OwnerSeen(NamedTuple):
     pkh: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class TraderSeen:
+class TraderSeen(NamedTuple):
     month: str  # "YYYY-MM" (UTC) of the block time
     pkh: bytes
 

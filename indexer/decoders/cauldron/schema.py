@@ -153,4 +153,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX cauldron_tvl_height ON cauldron_tvl(height);
         """,
     ),
+    Migration(
+        COMPONENT,
+        2,
+        "covering trade indexes for price points",
+        """
+        -- A token's trades as price points (time, height, position, volumes) read straight
+        -- from the index, with no lookup into the table per trade: the candle series read a
+        -- busy token's hundreds of thousands of trades in chain order, and windows in time
+        -- order. Same names and leading columns, so every query they served is still served.
+        DROP INDEX cauldron_trades_category_time;
+        CREATE INDEX cauldron_trades_category_time
+            ON cauldron_trades(category, time, height, position, volume_sats, volume_tokens);
+        DROP INDEX cauldron_trades_category_height;
+        CREATE INDEX cauldron_trades_category_height
+            ON cauldron_trades(category, height, position, time, volume_sats, volume_tokens);
+        """,
+    ),
 )

@@ -7,8 +7,13 @@ decoder keeps the live heads (outpoint → authbases); within a block, transacti
 parents first so a chain can advance several links in one block. Limitation: a publication in
 the authbase transaction itself is not seen (the category is only known from its genesis).
 
-Every transaction is a candidate (pattern b""): a link is recognised by what it spends, which no
-byte pattern of the transaction itself announces. Decoding is a set lookup per input.
+No byte pattern announces a link (it is recognised by what it spends), so instead of
+`patterns` the decoder selects its candidates with the store's `select` hook, walking the
+block's length fields without decoding anything: a transaction is a candidate if an input
+spends output 0 of a tracked head (kept in memory as 36-byte outpoints, in step with `heads`)
+or of a transaction of the same block (a chain may advance several links in one block), or if
+an output's token category is the txid of an output 0 it spends (a genesis). Only those are
+decoded; before, every transaction of every block was.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from dataclasses import dataclass, field
 
 import aiosqlite
 
+from bch.block import spends_and_categories
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
 from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.registry.schema import COMPONENT, MIGRATIONS
@@ -97,16 +103,38 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
     return rows
 
 
+_VOUT0 = b"\x00\x00\x00\x00"  # output index 0, little-endian
+
+
 class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
     name = COMPONENT
     migrations: Sequence[Migration] = MIGRATIONS
-    patterns: Sequence[bytes] = (b"",)
+    patterns: Sequence[bytes] = (b"",)  # the mempool's (never used: confirmed only)
 
     def __init__(self) -> None:
         self.heads: dict[OutPoint, list[Head]] = {}
         self.head_of: dict[bytes, OutPoint] = {}  # authbase (wire) -> its head
+        self._head_keys: set[bytes] = set()  # the keys of `heads`, encoded (txid ‖ 00000000)
+
+    def select(self, block: BlockBytes) -> list[int]:
+        """The block's possible links and geneses (see the module doc): a superset of the
+        transactions `decode` uses, found without decoding any."""
+        raw, offsets = block.raw, block.offsets
+        heads = self._head_keys
+        in_block = set(block.txids)
+        found: list[int] = []
+        for i in range(len(block.txids)):
+            spent, categories = spends_and_categories(raw, offsets[i])
+            zeros = [op[:32] for op in spent if op.endswith(_VOUT0)]
+            if not zeros:
+                continue
+            if any(t in in_block or t + _VOUT0 in heads for t in zeros) or (
+                categories and not set(categories).isdisjoint(zeros)
+            ):
+                found.append(i)
+        return found
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         rows = await conn.execute_fetchall(
@@ -114,7 +142,7 @@ class RegistryDecoder(ConfirmedOnly):
             "JOIN (SELECT authbase, max(seq) AS seq FROM registry_links GROUP BY authbase) AS m "
             "ON l.authbase = m.authbase AND l.seq = m.seq WHERE l.burned = 0"
         )
-        self.heads, self.head_of = {}, {}
+        self.heads, self.head_of, self._head_keys = {}, {}, set()
         for authbase, seq, txid in rows:
             self._move(bytes(authbase)[::-1], OutPoint(bytes(txid)[::-1], 0), int(seq))
 
@@ -167,6 +195,8 @@ class RegistryDecoder(ConfirmedOnly):
                 self.heads[old] = kept
             else:
                 self.heads.pop(old, None)
+                self._head_keys.discard(old.encode())
         if to is not None:
             self.heads.setdefault(to, []).append(Head(authbase, seq))
             self.head_of[authbase] = to
+            self._head_keys.add(to.encode())
