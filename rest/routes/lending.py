@@ -11,6 +11,7 @@ caller override with `rate_bp`.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from starlette.requests import Request
@@ -204,36 +205,18 @@ async def _stats(request: Request, version: str) -> Response:
     return await ctx.answer(request, ("lending_stats", version, now, feed), compute)
 
 
-async def active_v1(request: Request) -> Response:
-    return await _active(request, "v1")
+Endpoint = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request, str], Awaitable[Response]]
 
 
-async def active_v11(request: Request) -> Response:
-    return await _active(request, "v11")
+def for_version(handler: Handler, version: str) -> Endpoint:
+    """One endpoint per protocol version: the v1 and v11 paths share their handlers."""
 
+    async def endpoint(request: Request) -> Response:
+        return await handler(request, version)
 
-async def history_v1(request: Request) -> Response:
-    return await _history(request, "v1")
-
-
-async def history_v11(request: Request) -> Response:
-    return await _history(request, "v11")
-
-
-async def loan_history_v1(request: Request) -> Response:
-    return await _loan_history(request, "v1")
-
-
-async def loan_history_v11(request: Request) -> Response:
-    return await _loan_history(request, "v11")
-
-
-async def stats_v1(request: Request) -> Response:
-    return await _stats(request, "v1")
-
-
-async def stats_v11(request: Request) -> Response:
-    return await _stats(request, "v11")
+    endpoint.__name__ = f"{handler.__name__.lstrip('_')}_{version}"
+    return endpoint
 
 
 # --- v11 only -------------------------------------------------------------------------------
@@ -317,14 +300,14 @@ ROUTES = [
     Route("/lending/v11/allowances/{owner_hash}", allowances),
     Route("/lending/v11/bar/history", bar_history),
     Route("/lending/v11/crankable", crankable),
-    Route("/lending/v11/history", history_v11),
-    Route("/lending/v11/loan/{borrower_hash}/history", loan_history_v11),
-    Route("/lending/v11/loans/active", active_v11),
+    Route("/lending/v11/history", for_version(_history, "v11")),
+    Route("/lending/v11/loan/{borrower_hash}/history", for_version(_loan_history, "v11")),
+    Route("/lending/v11/loans/active", for_version(_active, "v11")),
     Route("/lending/v11/pool/history", pool_history),
     Route("/lending/v11/staking/apr", staking_apr),
-    Route("/lending/v11/stats", stats_v11),
-    Route("/lending/history", history_v1),
-    Route("/lending/loan/{borrower_hash}/history", loan_history_v1),
-    Route("/lending/loans/active", active_v1),
-    Route("/lending/stats", stats_v1),
+    Route("/lending/v11/stats", for_version(_stats, "v11")),
+    Route("/lending/history", for_version(_history, "v1")),
+    Route("/lending/loan/{borrower_hash}/history", for_version(_loan_history, "v1")),
+    Route("/lending/loans/active", for_version(_active, "v1")),
+    Route("/lending/stats", for_version(_stats, "v1")),
 ]

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from devnet.bcmr_http import DocumentServer
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
 from devnet.scenario.ledger import TokenEntry
@@ -155,3 +157,18 @@ def protocol_world(directory: Path) -> ProtocolWorld:
     if "world" not in _WORLDS:
         _WORLDS["world"] = asyncio.run(_build(directory))
     return _WORLDS["world"]
+
+
+async def get(client: httpx.AsyncClient, url: str) -> Any:
+    """The JSON of a 200 answer (any other status fails the test, showing the body)."""
+    r = await client.get(url)
+    assert r.status_code == 200, (url, r.text)
+    return r.json()
+
+
+async def error(client: httpx.AsyncClient, url: str, status: int) -> dict[str, Any]:
+    """The `error` object of an answer that must have `status`."""
+    r = await client.get(url)
+    assert r.status_code == status, (url, r.text)
+    body: dict[str, Any] = r.json()["error"]
+    return body

@@ -12,7 +12,7 @@ import pytest
 
 from devnet.scenario.ledger import OracleUpdate
 from tests.rest.conftest import api_client
-from tests.rest.protocol_world import ProtocolWorld, protocol_world
+from tests.rest.protocol_world import ProtocolWorld, error, get, protocol_world
 
 EMPTY_FEED = "ab" * 32
 
@@ -43,19 +43,6 @@ def entry(world: ProtocolWorld, u: OracleUpdate) -> dict[str, Any]:
         "blockhash": world.blockhash[u.height],
         "sequence": u.sequence,
     }
-
-
-async def get(client: httpx.AsyncClient, url: str) -> Any:
-    r = await client.get(url)
-    assert r.status_code == 200, (url, r.text)
-    return r.json()
-
-
-async def error(client: httpx.AsyncClient, url: str, status: int) -> dict[str, Any]:
-    r = await client.get(url)
-    assert r.status_code == status, (url, r.text)
-    body: dict[str, Any] = r.json()["error"]
-    return body
 
 
 async def test_history_is_every_update_in_the_window(

@@ -32,6 +32,8 @@ from tests.rest.protocol_world import (
     OFFCHAIN,
     UNREACHABLE,
     ProtocolWorld,
+    error,
+    get,
     protocol_world,
 )
 
@@ -47,19 +49,6 @@ def pworld(tmp_path_factory: pytest.TempPathFactory) -> ProtocolWorld:
 async def client(pworld: ProtocolWorld) -> AsyncIterator[httpx.AsyncClient]:
     async with api_client(pworld.config()) as c:
         yield c
-
-
-async def get(client: httpx.AsyncClient, url: str) -> Any:
-    r = await client.get(url)
-    assert r.status_code == 200, (url, r.text)
-    return r.json()
-
-
-async def error(client: httpx.AsyncClient, url: str, status: int) -> dict[str, Any]:
-    r = await client.get(url)
-    assert r.status_code == status, (url, r.text)
-    body: dict[str, Any] = r.json()["error"]
-    return body
 
 
 def snapshot_of(body: bytes, category: str) -> dict[str, Any]:
