@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -113,6 +113,25 @@ def submit(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], None])
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     conn._tx.put_nowait((future, partial(fn, conn._conn)))
     _queued.setdefault(conn, []).append(future)
+
+
+def submit_many(
+    conn: aiosqlite.Connection, statements: Sequence[tuple[str, Sequence[Sequence[object]]]]
+) -> None:
+    """`submit` one `executemany` per (sql, rows) with rows, all in one queued call; nothing is
+    queued if every statement's rows are empty (a block without rows costs no thread hop).
+    Refuses to run outside a transaction (SQLite may have ended it on an earlier error)."""
+    todo = [(sql, rows) for sql, rows in statements if rows]
+    if not todo:
+        return
+
+    def run(raw: sqlite3.Connection) -> None:
+        if not raw.in_transaction:
+            raise sqlite3.OperationalError("no open transaction for the submitted writes")
+        for sql, rows in todo:
+            raw.executemany(sql, rows)
+
+    submit(conn, run)
 
 
 async def collect(conn: aiosqlite.Connection) -> None:

@@ -231,18 +231,20 @@ def test_select_picks_links_and_geneses_only() -> None:
     stranger = _tx([OutPoint(bytes([7]) * 32, 0)], [TxOutput(1, b"\x51", TokenData(authbase, 1))])
     tracked = bytes([9]) * 32
     link = _tx([OutPoint(bytes([8]) * 32, 3), OutPoint(tracked, 0)], [TxOutput(1, b"\x51")])
-    txs = [genesis, child, other, stranger, link]
+    grandchild = _tx([OutPoint(child.txid, 0)], [TxOutput(1, b"\x51")])  # two links on
+    not_a_link = _tx([OutPoint(other.txid, 0)], [TxOutput(1, b"\x51")])  # other is no link
+    txs = [grandchild, genesis, child, other, stranger, link, not_a_link]
     raws = [t.to_bytes() for t in txs]
     offsets = [0]
     for r in raws:
         offsets.append(offsets[-1] + len(r))
     block = BlockBytes(b"".join(raws), offsets, [t.txid for t in txs])
     decoder = RegistryDecoder()
-    assert sorted(decoder.select(block)) == [0, 1]
+    assert sorted(decoder.select(block)) == [0, 1, 2]
     decoder.committed(BlockContext(1, 0, b""), [Link(bytes([5]) * 32, 1, tracked, False)], ())
-    assert sorted(decoder.select(block)) == [0, 1, 4]
+    assert sorted(decoder.select(block)) == [0, 1, 2, 5]
     decoder.committed(BlockContext(2, 0, b""), [Link(bytes([5]) * 32, 2, child.txid, True)], ())
-    assert sorted(decoder.select(block)) == [0, 1]  # the head moved on (and burned)
+    assert sorted(decoder.select(block)) == [0, 1, 2]  # the head moved on (and burned)
 
 
 def _tx(inputs: list[OutPoint], outputs: list[TxOutput]) -> Transaction:

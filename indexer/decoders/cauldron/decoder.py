@@ -39,6 +39,8 @@ from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_
 # and a known owner's un-summoned pool a P2SH32 locking bytecode (`aa20…87`).
 PATTERNS: tuple[bytes, ...] = (REDEEM_SUFFIX, SUMMON_HEAD, b"\xaa\x20")
 _CHUNK = 300  # outpoints per lookup query (2 variables each)
+_NONE2: tuple[None, None] = (None, None)
+_NONE4 = (None, None, None, None)
 
 _POOL_COLUMNS = (
     "txid, vout, lineage_txid, lineage_vout, owner_pkh, category, sats, tokens, height, time, "
@@ -202,50 +204,63 @@ class CauldronDecoder:
         owners: list[tuple[object, ...]] = []
         traders: list[tuple[object, ...]] = []
         tvl: dict[bytes, list[int]] = {}  # category (wire) → [Δsats, Δtokens, Δpools]
-        for r in rows:
-            if isinstance(r, PoolUtxo):
+        for r in rows:  # the most frequent row types first
+            if isinstance(r, PoolEvent):
+                before = r.before or _NONE2
+                after = r.after or _NONE2
+                events.append(
+                    (
+                        *(r.txid[::-1], r.seq, h, t, r.position, r.kind),
+                        *(r.lineage.txid[::-1], r.lineage.index, r.owner_pkh, r.category[::-1]),
+                        *(r.input_index, r.output_index, *before, *after),
+                        *(r.d_sats, r.d_tokens, r.lp_fee, r.pools_touched),
+                    )
+                )
+            elif isinstance(r, PoolUtxo):
                 created[r.outpoint] = r
-                d = tvl.setdefault(r.category, [0, 0, 0])
+                d = tvl.get(r.category)
+                if d is None:
+                    d = tvl[r.category] = [0, 0, 0]
                 d[0] += r.sats
                 d[1] += r.tokens
                 d[2] += 1
             elif isinstance(r, PoolSpent):
                 spent[r.outpoint] = r
-                d = tvl.setdefault(r.category, [0, 0, 0])
+                d = tvl.get(r.category)
+                if d is None:
+                    d = tvl[r.category] = [0, 0, 0]
                 d[0] -= r.sats
                 d[1] -= r.tokens
                 d[2] -= 1
-            elif isinstance(r, PoolEvent):
-                events.append(_event_params(r, h, t))
             elif isinstance(r, Trade):
                 trades.append(
                     (
-                        *(_rev(r.txid), _rev(r.category), h, t, r.position, r.direction),
+                        *(r.txid[::-1], r.category[::-1], h, t, r.position, r.direction),
                         *(r.sats, r.tokens, r.volume_sats, r.volume_tokens, r.lp_fee),
                         *(r.pools, r.pools_touched),
                     )
                 )
+            elif isinstance(r, TraderSeen):
+                traders.append((r.month, r.pkh, h))
             elif isinstance(r, TokenSeen):
                 tokens.append(
                     (
-                        *(_rev(r.category), h, t, r.position, r.out_index),
-                        *(_rev(r.lineage.txid), r.lineage.index),
+                        *(r.category[::-1], h, t, r.position, r.out_index),
+                        *(r.lineage.txid[::-1], r.lineage.index),
                     )
                 )
             elif isinstance(r, OwnerSeen):
                 owners.append((r.pkh, h))
-            elif isinstance(r, TraderSeen):
-                traders.append((r.month, r.pkh, h))
         pool_rows = []
         for op, p in created.items():
             s = spent.pop(op, None)
             pool_rows.append(
-                (_rev(op.txid), op.index, _rev(p.lineage.txid), p.lineage.index, p.owner_pkh)
-                + (_rev(p.category), p.sats, p.tokens, h, t, p.position, p.via)
-                + ((None, None, None, None) if s is None else (_rev(s.txid), h, t, s.kind))
+                (op.txid[::-1], op.index, p.lineage.txid[::-1], p.lineage.index, p.owner_pkh)
+                + (p.category[::-1], p.sats, p.tokens, h, t, p.position, p.via)
+                + (_NONE4 if s is None else (s.txid[::-1], h, t, s.kind))
             )
-        spends = [(_rev(s.txid), h, t, s.kind, _rev(op.txid), op.index) for op, s in spent.items()]
-        tvl_rows = [(_rev(c), h, t, d[0], d[1], d[2]) for c, d in tvl.items()]
+        spends = [(s.txid[::-1], h, t, s.kind, op.txid[::-1], op.index) for op, s in spent.items()]
+        tvl_rows = [(c[::-1], h, t, d[0], d[1], d[2]) for c, d in tvl.items()]
         statements = (
             (_INSERT_POOL, pool_rows),
             (_INSERT_EVENT, events),
@@ -390,17 +405,6 @@ def _write_block(
     for sql, params in rest:
         if params:
             raw.executemany(sql, params)
-
-
-def _event_params(e: PoolEvent, height: int, time: int) -> tuple[object, ...]:
-    before = e.before or (None, None)
-    after = e.after or (None, None)
-    return (
-        *(_rev(e.txid), e.seq, height, time, e.position, e.kind),
-        *(_rev(e.lineage.txid), e.lineage.index, e.owner_pkh, _rev(e.category)),
-        *(e.input_index, e.output_index, *before, *after, e.d_sats, e.d_tokens, e.lp_fee),
-        e.pools_touched,
-    )
 
 
 async def _stored_pool(conn: aiosqlite.Connection, op: OutPoint) -> bool:

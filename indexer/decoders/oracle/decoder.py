@@ -15,6 +15,7 @@ from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.oracle.schema import COMPONENT, MIGRATIONS
 from indexer.decoders.undo import delete_above
+from indexer.store.db import submit_many
 from indexer.store.schema import Migration
 from protocols.oracle import (
     GP_HEAD,
@@ -140,14 +141,14 @@ class OracleDecoder(ConfirmedOnly):
                         *(m.data_sequence, m.price, c.price),
                     )
                 )
-        if updates:  # each SQLite call is a thread hop: none for a block without oracle rows
-            await conn.executemany(
-                "INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", updates
-            )
-        if messages:
-            await conn.executemany(
-                "INSERT INTO oracle_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", messages
-            )
+        # Queued, not awaited (errors surface before COMMIT); nothing for a block without rows.
+        submit_many(
+            conn,
+            (
+                ("INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", updates),
+                ("INSERT INTO oracle_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", messages),
+            ),
+        )
 
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
         await delete_above(conn, height, ("oracle_updates", "oracle_messages"))

@@ -11,9 +11,9 @@ No byte pattern announces a link (it is recognised by what it spends), so instea
 `patterns` the decoder selects its candidates with the store's `select` hook, walking the
 block's length fields without decoding anything: a transaction is a candidate if an input
 spends output 0 of a tracked head (kept in memory as 36-byte outpoints, in step with `heads`)
-or of a transaction of the same block (a chain may advance several links in one block), or if
-an output's token category is the txid of an output 0 it spends (a genesis). Only those are
-decoded; before, every transaction of every block was.
+or of another candidate of the same block (a chain may advance several links in one block),
+or if an output's token category is the txid of an output 0 it spends (a genesis). Only those
+are decoded; before, every transaction of every block was.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from indexer.decoders.cauldron.decode import decode_order
 from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.registry.schema import COMPONENT, MIGRATIONS
 from indexer.decoders.undo import delete_above
+from indexer.store.db import submit_many
 from indexer.store.schema import Migration
 from protocols.bcmr import Publication, find_publication, genesis_categories
 
@@ -121,20 +122,34 @@ class RegistryDecoder(ConfirmedOnly):
     def select(self, block: BlockBytes) -> list[int]:
         """The block's possible links and geneses (see the module doc): a superset of the
         transactions `decode` uses, found without decoding any."""
-        raw, offsets = block.raw, block.offsets
+        raw, offsets, txids = block.raw, block.offsets, block.txids
         heads = self._head_keys
-        in_block = set(block.txids)
+        position = {t: i for i, t in enumerate(txids)}
         found: list[int] = []
-        for i in range(len(block.txids)):
+        waiting: dict[int, list[int]] = {}  # block position → txs spending its output 0
+        for i in range(len(txids)):
             spent, categories = spends_and_categories(raw, offsets[i])
             zeros = [op[:32] for op in spent if op.endswith(_VOUT0)]
             if not zeros:
                 continue
-            if any(t in in_block or t + _VOUT0 in heads for t in zeros) or (
+            if any(t + _VOUT0 in heads for t in zeros) or (
                 categories and not set(categories).isdisjoint(zeros)
             ):
                 found.append(i)
-        return found
+                continue
+            for t in zeros:
+                parent = position.get(t)
+                if parent is not None:
+                    waiting.setdefault(parent, []).append(i)
+        # A link may extend a link of this block: follow output-0 spends from the candidates.
+        chosen = set(found)
+        todo = list(found)
+        while todo and waiting:
+            for child in waiting.pop(todo.pop(), ()):
+                if child not in chosen:
+                    chosen.add(child)
+                    todo.append(child)
+        return sorted(chosen)
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         rows = await conn.execute_fetchall(
@@ -170,12 +185,14 @@ class RegistryDecoder(ConfirmedOnly):
                         *(p.expected_hash, p.hash_encoding, json.dumps(list(p.uris)), h, t),
                     )
                 )
-        if links:  # each SQLite call is a thread hop: none for a block without links
-            await conn.executemany("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links)
-        if pubs:
-            await conn.executemany(
-                "INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs
-            )
+        # Queued, not awaited (errors surface before COMMIT); nothing for a block without rows.
+        submit_many(
+            conn,
+            (
+                ("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links),
+                ("INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs),
+            ),
+        )
 
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
         await delete_above(conn, height, ("registry_publications", "registry_links"))
