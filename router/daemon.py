@@ -133,7 +133,7 @@ class Outbox:
                 if sub_id is None:
                     break
                 message = self._slots.pop(sub_id)
-                await self._ws.send(message.decode())
+                await self._ws.send(message, text=True)  # orjson bytes are UTF-8
 
 
 def _reply(req_id: Any, result: Any) -> bytes:
@@ -236,7 +236,7 @@ class RouterDaemon:
         try:
             async for message in ws:
                 out = self.dispatch(session, message)
-                await ws.send(out.decode())
+                await ws.send(out, text=True)
                 session.outbox.release()
         except ConnectionClosed:
             pass

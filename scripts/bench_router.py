@@ -8,7 +8,8 @@ on 127.0.0.1 (one process, one event loop); this process's clients talk to it ov
 WebSockets, so every latency includes JSON framing and the loopback round trip.
 
 1. Latency p50/p99 of `quote` and `tx.build` (BCH→token on the 2,000-pool token) for orders
-   whose routes touch about 1, 10, 100 and 350 pools; quality: the output against the
+   whose routes touch about 1, 10, 100 and 350 pools, and `tx.build`'s p50 in-process (the
+   daemon's parse + build + JSON without the socket); quality: the output against the
    continuous optimum (water-filling, tests/router/helpers.py) on the pools, for the same net
    input; ceiling: a no-op `ping` round trip.
 2. `tx.build` requests/s over 1 and 100 concurrent connections (the 10-pool order).
@@ -40,8 +41,9 @@ from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from router.build import build
 from router.daemon import DaemonConfig
-from router.params import RouterConfig
+from router.params import RouterConfig, parse_build_params
 from router.service import RouterServer, start_router
 
 USER = Wallet.from_seed("bench router: user")
@@ -130,6 +132,20 @@ async def amount_for(rpc: Rpc, legs: int) -> int:
         else:
             hi = mid
     return hi
+
+
+def inprocess_build_ms(server: RouterServer, params: Any, n: int) -> list[float]:
+    """The same `tx.build` without the socket: parse, build, JSON, as the daemon runs it, so
+    the framing and round trip can be told apart from the work (and from the machine's load,
+    which hits both)."""
+    daemon = server.daemon
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        request = parse_build_params(params, daemon.config)
+        orjson.dumps(build(daemon.live.current(), request, daemon.config).to_json())
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
 
 
 def optimum_output(snap: PoolSnapshot, net_in: int) -> float:
@@ -248,6 +264,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             qparams = {"sell": "bch", "buy": BIG, "amount": str(amount)}
             q_ms, q = await timed(rpc, "quote", qparams, args.requests)
             b_ms, b = await timed(rpc, "tx.build", order(amount), max(20, args.requests // 2))
+            local = inprocess_build_ms(server, order(amount), max(20, args.requests // 2))
             net_in = int(q["input_amount"]) - int(q["router_fee"]["amount"])
             best = optimum_output(snap, net_in)
             out = int(q["output_amount"])
@@ -258,6 +275,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "quote_p99": pct(q_ms, 0.99),
                 "build_p50": pct(b_ms, 0.5),
                 "build_p99": pct(b_ms, 0.99),
+                "build_inprocess_p50": pct(local, 0.5),
                 "tx_bytes": len(b["unsigned_tx_hex"]) // 2,
                 "output": out,
                 "continuous_optimum": best,
@@ -267,7 +285,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             print(
                 f"{row['legs']:4d} pools: quote p50 {row['quote_p50']:.2f} p99 "
                 f"{row['quote_p99']:.2f} ms | tx.build p50 {row['build_p50']:.2f} p99 "
-                f"{row['build_p99']:.2f} ms | {row['tx_bytes']} B | output/optimum "
+                f"{row['build_p99']:.2f} ms (in-process p50 {row['build_inprocess_p50']:.2f} ms) | "
+                f"{row['tx_bytes']} B | output/optimum "
                 f"{row['quality']:.6f}"
             )
         report["latency"] = rows

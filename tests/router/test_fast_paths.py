@@ -5,13 +5,16 @@ one-pass token tally rejects everything `bch.policy`'s token rules reject."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from collections.abc import Callable
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from websockets.asyncio.client import connect
 
 from bch.hashes import sha256
 from bch.policy import standardness_errors, token_balance_errors, token_burns
@@ -42,6 +45,7 @@ from tests.router.helpers import (
     make_pool,
     standard_book,
 )
+from tests.router.test_daemon_support import running, snapshot_of, standard_pools
 
 # --- inline contract arithmetic ------------------------------------------------------------
 
@@ -361,3 +365,19 @@ def test_decoded_addresses_are_reused_only_for_the_same_text_and_network() -> No
         Destination.parse(USER.address[:-1] + ("q" if USER.address[-1] != "q" else "p"), "x", None)
     with pytest.raises(RouterError):
         Destination.parse(USER.address[:-1] + ("q" if USER.address[-1] != "q" else "p"), "x", None)
+
+
+# --- the daemon sends its ready-made JSON bytes as text frames ------------------------------
+
+
+async def test_replies_and_pushes_are_text_frames() -> None:
+    order = build_params("bch", TOKEN_A, 100_000, [funding("text", 10_000_000)])
+    async with running(snapshot_of(standard_pools())) as server, connect(server.url) as ws:
+        await ws.send(orjson.dumps({"id": 1, "method": "tx.build", "params": order}).decode())
+        reply = await asyncio.wait_for(ws.recv(), 5)
+        assert isinstance(reply, str)  # a text frame: websockets gives str only for those
+        assert orjson.loads(reply)["result"]["unsigned_tx_hex"]
+        await ws.send(orjson.dumps({"id": 2, "method": "tx.subscribe", "params": order}).decode())
+        frames = [await asyncio.wait_for(ws.recv(), 5) for _ in range(2)]
+        assert all(isinstance(f, str) for f in frames)
+        assert {orjson.loads(f).get("method") for f in frames} == {None, "tx.update"}
