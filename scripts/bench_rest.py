@@ -9,7 +9,10 @@
    formulas), deposits, withdrawals with re-creation, trader addresses. The rows follow
    docs/index-schema.md (pool lineages, events with before/after states, trades, value locked
    per block, first pools, owners, trader months), written with bulk inserts into a database
-   created by `Store.open` (the store's own migrations).
+   created by `Store.open` (the store's own migrations). The oracle, lending and registry rows
+   (`add_protocol_rows`: a BCH/USD Delphi feed updated 5 times a block, a daily rate feed,
+   20,000 loans and their actions, a BCMR publication and fetched copy per token) are added to
+   a cached index that lacks them, versioned apart so the trades need not be regenerated.
 2. Two server processes (uvicorn, one core's worth each time they are measured): `ladle rest`'s
    app as configured in production, and the same with its answer cache disabled (every request
    computed from SQLite; the hourly candle series and the token list, both kept per index
@@ -361,6 +364,178 @@ async def build_index(path: Path, p: IndexParams) -> None:
     tmp.rename(path)
 
 
+PROTOCOLS_VERSION = 3  # of `add_protocol_rows`: recorded in the index, rows redone on change
+ORACLE_UPDATES_PER_BLOCK = 5  # the BCH/USD feed re-created about every 2 minutes
+LOANS = 20_000  # lending loans opened over the 180 days (v1 and v11), ~2.5 actions each
+
+
+def add_protocol_rows(path: Path, p: IndexParams) -> None:
+    """The oracle, lending and registry rows of the bench index, added to a cached index that
+    lacks them (their generator is versioned apart from the trades', so a cached 1M-trade index
+    need not be rebuilt). Shaped as the decoders write them (docs/index-schema.md): a Delphi
+    BCH/USD feed with `ORACLE_UPDATES_PER_BLOCK` updates a block and a daily interest-rate feed,
+    `LOANS` loans with their actions (borrow, add collateral, refinance, then repay,
+    liquidation or redeem unless still live), and an authchain, a BCMR publication and its
+    fetched, matching copy (the devnet scenario's document) for every token."""
+    from devnet.scenario.registry import registry_document
+    from protocols.lending.v1 import RateCommitment
+    from protocols.oracle import DelphiCommitment
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE IF NOT EXISTS bench_meta (key TEXT PRIMARY KEY, value INTEGER)")
+    row = conn.execute("SELECT value FROM bench_meta WHERE key = 'protocols'").fetchone()
+    if row is not None and row[0] == PROTOCOLS_VERSION:
+        conn.close()
+        return
+    began = time.perf_counter()
+    rng = random.Random(p.seed + 1)
+    blocks = conn.execute("SELECT height, time FROM blocks ORDER BY height").fetchall()
+    # Each added transaction's position: after the block's own (its tx_count is left as is).
+    positions = dict(conn.execute("SELECT height, tx_count FROM blocks").fetchall())
+
+    def position(height: int) -> int:
+        positions[height] += 1
+        return int(positions[height] - 1)
+
+    tokens = [bytes(r[0]) for r in conn.execute("SELECT category FROM cauldron_tokens")]
+    conn.execute("BEGIN")
+    for table in (
+        "oracle_updates",
+        "lending_actions",
+        "lending_loans",
+        "registry_documents",
+        "registry_fetches",
+        "registry_publications",
+        "registry_links",
+    ):
+        conn.execute(f"DELETE FROM {table}")
+
+    def txid() -> bytes:
+        return rng.randbytes(32)
+
+    # Oracles: the BCH/USD Delphi feed (a random walk of cents per BCH) and the rate feed.
+    feed, rate_feed = _feed_category(p, "usd"), _feed_category(p, "rate")
+    price, seq = 45_000, 0
+    updates: list[tuple[Any, ...]] = []
+    for h, t in blocks[1:]:
+        for k in range(ORACLE_UPDATES_PER_BLOCK):
+            seq += 1
+            price = max(1_000, price + rng.randrange(-150, 151))
+            when = t - 600 + (k + 1) * 600 // ORACLE_UPDATES_PER_BLOCK
+            c = DelphiCommitment(when, 0, seq, price)
+            pos = position(h)
+            updates.append((txid(), 0, feed, "delphi", h, t, pos, when, seq, price, 0, c.encode()))
+        if h % 144 == 0:
+            bp = rng.randrange(300, 1_500)
+            commitment = RateCommitment(t, 0, bp).encode()
+            pos = position(h)
+            updates.append((txid(), 0, rate_feed, "rate", h, t, pos, t, t, bp, 0, commitment))
+    conn.executemany(f"INSERT INTO oracle_updates VALUES ({', '.join('?' * 12)})", updates)
+
+    # Lending: each loan a lineage of UTXOs (one per action that keeps it open).
+    opened: dict[tuple[bytes, int], tuple[Any, ...]] = {}
+    spent: dict[tuple[bytes, int], tuple[Any, ...]] = {}
+    actions = []
+    last = len(blocks) - 1
+    for n in range(LOANS):
+        version = "v11" if n % 3 else "v1"
+        borrower = rng.randbytes(32)
+        delegate = rng.randbytes(32) if version == "v11" and rng.random() < 0.2 else None
+        h = rng.randrange(12, last)
+        principal = rng.randrange(1_000, 500_000)  # cents
+        # (collateral sats, principal cents, rate bp, loan_ts)
+        state: tuple[int, int, int, int] = (
+            *(principal * rng.randrange(300, 600), principal, rng.randrange(300, 1_500)),
+            blocks[h][1],
+        )
+        steps = ["borrow", *rng.sample(["add_collateral", "refinance"], rng.randrange(0, 3))]
+        end = rng.random()
+        if end < 0.7:
+            steps.append("repay" if end < 0.55 else "liquidation" if end < 0.65 else "redeem")
+        prev: tuple[bytes, int] | None = None
+        for kind in steps:
+            if kind != "borrow":
+                h = min(last, h + rng.randrange(1, 4_000))
+            t = blocks[h][1]
+            tx, pos = txid(), position(h)
+            before = state
+            if kind == "add_collateral":
+                state = (state[0] + state[0] // 4, state[1], state[2], state[3])
+            elif kind == "refinance":
+                state = (state[0], state[1] + rng.randrange(50_000), rng.randrange(300, 1_500), t)
+            closes = kind in ("repay", "liquidation", "redeem")
+            if prev is not None:
+                spent[prev] = (tx, h, t, kind)
+            b = None if kind == "borrow" else before
+            after = None if closes else state
+            interest = None if b is None else b[1] * b[2] * max(0, t - b[3]) // 315_360_000_000
+            actions.append(
+                (
+                    *(tx, 0, h, t, t - 3_000, pos, version, kind, borrower, delegate),
+                    *(None if b is None else 0, None if after is None else 0),
+                    *(None if b is None else b[0], None if after is None else after[0]),
+                    *(None if b is None else b[1], None if after is None else after[1]),
+                    *(None if b is None else b[2], None if after is None else after[2]),
+                    *(None if b is None else b[3], None if after is None else after[3]),
+                    interest,
+                )
+            )
+            if not closes:
+                prev = (tx, 0)
+                collateral, principal, rate, loan_ts = state
+                opened[prev] = (version, borrower, delegate, principal, rate, loan_ts, collateral)
+                opened[prev] += (h, t, t - 3_000, pos)
+    loans = [(*k, *v, *spent.get(k, (None, None, None, None))) for k, v in opened.items()]
+    conn.executemany(f"INSERT INTO lending_loans VALUES ({', '.join('?' * 17)})", loans)
+    conn.executemany(f"INSERT INTO lending_actions VALUES ({', '.join('?' * 21)})", actions)
+
+    # Registries: every token's authchain (genesis link), its BCMR publication and the
+    # fetched copy, which matches the published hash.
+    for i, cat in enumerate(tokens):
+        h, t = blocks[1]
+        doc = registry_document(
+            category_hex=cat.hex(),
+            name=f"Bench token {i}",
+            symbol=f"BENCH{i}",
+            decimals=rng.randrange(0, 9),
+            description=f"Token {i} of the REST benchmark's index",
+            published=t,
+            web=f"https://bench{i}.example",
+        )
+        digest = hashlib.sha256(doc).digest()
+        link = txid()
+        url = f"https://bench{i}.example/bitcoin-cash-metadata-registry.json"
+        conn.execute("INSERT INTO registry_links VALUES (?, 1, ?, ?, ?, 0)", (cat, link, h, t))
+        conn.execute(
+            "INSERT INTO registry_publications VALUES (?, ?, 1, 0, ?, 'digest', ?, ?, ?)",
+            (link, cat, digest, json.dumps([url]), h, t),
+        )
+        conn.execute(
+            "INSERT INTO registry_fetches (txid, authbase, url, fetched_at, http_status, "
+            "actual_hash, size, matches, error) VALUES (?, ?, ?, ?, 200, ?, ?, 1, NULL)",
+            (link, cat, url, t + 60, digest, len(doc)),
+        )
+        conn.execute(
+            "INSERT INTO registry_documents VALUES (?, ?, ?, ?, 200, ?, 1, ?)",
+            (link, cat, url, t + 60, digest, doc),
+        )
+    conn.execute("INSERT OR REPLACE INTO bench_meta VALUES ('protocols', ?)", (PROTOCOLS_VERSION,))
+    conn.execute("COMMIT")
+    for table in ("oracle_updates", "lending_actions", "lending_loans", "registry_publications"):
+        conn.execute(f"ANALYZE {table}")
+    conn.close()
+    print(
+        f"  oracle, lending and registry rows added in {time.perf_counter() - began:.0f} s "
+        f"({len(updates):,} oracle updates, {len(loans):,} loan UTXOs, {len(actions):,} "
+        f"lending actions, {len(tokens)} registries)",
+        flush=True,
+    )
+
+
+def _feed_category(p: IndexParams, name: str) -> bytes:
+    return hashlib.sha256(f"bench-feed:{p.seed}:{name}".encode()).digest()
+
+
 async def upgrade_index(path: Path) -> None:
     """Bring a cached index to the current schema the way the indexer would (`Store.open`
     applies the migrations it has not seen; a no-op when it is current)."""
@@ -391,6 +566,13 @@ def index_facts(path: Path) -> dict[str, Any]:
         "tokens": q("SELECT count(*) FROM cauldron_tokens").fetchone()[0],
         "size_mb": round(path.stat().st_size / 1e6, 1),
     }
+    facts["oracle_updates"] = q("SELECT count(*) FROM oracle_updates").fetchone()[0]
+    facts["lending_actions"] = q("SELECT count(*) FROM lending_actions").fetchone()[0]
+    facts["usd_feed"] = _feed_category(IndexParams(), "usd").hex()
+    facts["registry_tokens"] = [
+        bytes(r[0]).hex()
+        for r in q("SELECT DISTINCT authbase FROM registry_documents ORDER BY authbase")
+    ]
     facts["big_token_trades_30d"] = q(
         "SELECT count(*) FROM cauldron_trades WHERE category = ? AND time > ?",
         (big[0], tip[1] - 30 * DAY),
@@ -647,6 +829,17 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
     sliding = [
         f"/dex/price/{big}/candlesticks?start={e - 30 * DAY}&end={e}&stepsize=3600" for e in ends
     ]
+    # Prices at instants nobody asked for before, anywhere in the 180 days.
+    rng = random.Random(3)
+    feed = facts["usd_feed"]
+    closest = [
+        f"/oracle/feed/closest?token_id={feed}&timestamp={tip - rng.randrange(180 * DAY)}"
+        for _ in range(100_000)
+    ]
+    # Pages of the v11 action log (newest first), each asked once until the list is used up.
+    offsets = list(range(30_000))
+    rng.shuffle(offsets)
+    pages = [f"/lending/v11/history?offset={o}&limit=50" for o in offsets]
     return [
         ("ceiling: trivial Starlette app", ["/bench/bare"]),
         (
@@ -659,6 +852,13 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("candlesticks 30 d / 1 h (defaults: ending now)", [f"/dex/price/{big}/candlesticks"]),
         ("candlesticks 30 d / 1 h, a new window each request", sliding),
         ("tokens/list_cached", ["/dex/tokens/list_cached"]),
+        ("oracle/feed/closest, a new timestamp each request", closest),
+        ("lending/history (defaults: the newest 50 v1 actions)", ["/lending/history"]),
+        ("lending/v11/history?offset=<a new page each request>&limit=50", pages),
+        (
+            f"registry/token/<c> ({len(facts['registry_tokens'])} tokens in turn)",
+            [f"/registry/token/{c}" for c in facts["registry_tokens"]],
+        ),
     ]
 
 
@@ -673,6 +873,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await build_index(db, params)
         print(f"  built in {time.perf_counter() - began:.0f} s", flush=True)
     await upgrade_index(db)
+    add_protocol_rows(db, params)
     facts = index_facts(db)
     print("index:", json.dumps(facts), flush=True)
     results: list[Result] = []

@@ -9,8 +9,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from indexer.store import queries as q
+from rest.cache import RawJson
 from rest.candles import CANDLES, HISTORY
-from rest.db import Snapshot
+from rest.db import IndexVersion, Snapshot
 from rest.params import DEFAULT_SERIES_SPAN, Query, parse_int, stepsize
 from rest.routes.common import context, require_token, token_id
 from rest.tokenlist import price_of
@@ -57,8 +58,14 @@ async def _series(request: Request, kind: str) -> Response:
         await require_token(ctx, snap, token)
         return await ctx.candles.render(snap.conn, snap.tip, token, start, end, step, kind)
 
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        """The same answer when the token list and the token's series are both at `tip`."""
+        if not ctx.tokens.known(tip, token):
+            return None  # not at `tip` (None), or unknown: the snapshot path answers 404
+        return ctx.candles.render_ready(tip, token, start, end, step, kind)
+
     key = (kind, token, start, end, step)
-    return await ctx.answer(request, key, compute, requested_time=end)
+    return await ctx.answer(request, key, compute, requested_time=end, from_memory=from_memory)
 
 
 async def history(request: Request) -> Response:

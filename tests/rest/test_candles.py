@@ -23,6 +23,7 @@ from indexer.store import Store
 from rest.cache import deflate_piece, gzip_join
 from rest.candles import CANDLES, DAY, HISTORY, HOUR, CandleStore, Trades
 from rest.db import ReaderPool
+from tests.rest.conftest import World
 
 TOKENS = [bytes([0xA0 + i]) * 32 for i in range(2)]
 T0 = 1_700_000_000 - 1_700_000_000 % DAY + 5 * HOUR  # starts mid-day
@@ -257,7 +258,8 @@ async def test_an_existing_index_gains_the_covering_trade_indexes(tmp_path: Path
         versions = await conn.execute_fetchall(
             "SELECT version FROM schema_migrations WHERE component = 'cauldron'"
         )
-        assert sorted(v[0] for v in versions) == [1, 2]
+        # every pending migration applied (#2 and any later one)
+        assert sorted(v[0] for v in versions) == [m.version for m in MIGRATIONS]
         traced: list[str] = []
         await conn.set_trace_callback(traced.append)
         page = await qd.trade_points_page(conn, TOKENS[0].hex(), (-1, 1 << 62), 100, 1000)
@@ -271,3 +273,99 @@ async def test_an_existing_index_gains_the_covering_trade_indexes(tmp_path: Path
             assert all("USING COVERING INDEX cauldron_trades_category" in r[3] for r in plan), plan
     finally:
         await conn.close()
+
+
+async def test_ready_series_answers_exactly_like_the_snapshot_path(tmp_path: Path) -> None:
+    """`render_ready` (no read snapshot) gives the bytes and gzip member `render` gives, only
+    while the series is exactly at the tip asked for: not before the series holds a new block,
+    not for the tip it left, not for a reorged-away tip at the same height."""
+    db = tmp_path / "ready.sqlite"
+    await _new_index(db)
+    _write(db, *_rows(range(100), seed=5))
+    pool = ReaderPool(db, 1)
+    store = CandleStore(4)
+    cat = TOKENS[1].hex()
+    windows = [
+        (T0 - DAY, T0 + 200 * HOUR, HOUR, CANDLES),
+        (T0 + 7 * HOUR + 17, T0 + 150 * HOUR - 5, HOUR, HISTORY),
+        (T0 + 3 * DAY + 11, T0 + 9 * DAY, DAY, CANDLES),
+        (T0 + HOUR + 1, T0 + 60 * HOUR + 7, 900, CANDLES),
+    ]
+
+    async def tip_now() -> Any:
+        async with pool.snapshot() as snap:
+            return snap.tip
+
+    async def check(tip: Any) -> list[Any]:
+        answers = []
+        for start, end, step, kind in windows:
+            ready = store.render_ready(tip, cat, start, end, step, kind)
+            assert ready is not None
+            async with pool.snapshot() as snap:
+                assert snap.tip == tip
+                via_snapshot = await store.render(snap.conn, tip, cat, start, end, step, kind)
+            assert ready == via_snapshot
+            assert orjson.loads(ready.data)[kind] == naive(db, TOKENS[1], start, end, step, kind)
+            answers.append(ready)
+        return answers
+
+    try:
+        first = await tip_now()
+        assert store.render_ready(first, cat, *windows[0]) is None  # no series yet
+        async with pool.snapshot() as snap:
+            await store.ensure(snap.conn, first, cat)
+        at_first = await check(first)
+        _write(db, *_rows(range(100, 104), seed=5))
+        grown = await tip_now()
+        assert store.render_ready(grown, cat, *windows[0]) is None  # the series is behind
+        # Until it moves on, the series still answers for `first` exactly as before.
+        assert [store.render_ready(first, cat, *w) for w in windows] == at_first
+        async with pool.snapshot() as snap:
+            await store.ensure(snap.conn, grown, cat)
+        assert store.render_ready(first, cat, *windows[0]) is None
+        await check(grown)
+        _undo_above(db, 90)
+        _write(db, *_rows(range(91, 104), seed=6))  # another branch, same height
+        reorged = await tip_now()
+        assert reorged.height == grown.height and reorged.hash != grown.hash
+        assert store.render_ready(reorged, cat, *windows[0]) is None
+        async with pool.snapshot() as snap:
+            await store.ensure(snap.conn, reorged, cat)
+        assert store.render_ready(grown, cat, *windows[0]) is None
+        await check(reorged)
+        assert store.rebuilds == 2
+    finally:
+        await pool.close()
+
+
+async def test_the_warmer_freezes_large_series_out_of_the_gc(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a warm that built series of at least FREEZE_BUCKETS hours the process's objects are
+    frozen (full collections skip them); a warm that built nothing, or only small series, does
+    not freeze."""
+    import gc
+
+    from rest import warm
+    from rest.context import ApiContext
+
+    async def warmed(threshold: int, ctx: ApiContext | None = None) -> tuple[ApiContext, int]:
+        monkeypatch.setattr(warm, "FREEZE_BUCKETS", threshold)
+        ctx = ctx or ApiContext.create(world.config(warm=False))
+        await ctx.watcher.refresh()
+        gc.unfreeze()
+        await warm.Warmer(ctx).warm()
+        return ctx, gc.get_freeze_count()
+
+    try:
+        small, frozen = await warmed(10**9)
+        built = small.candles.rebuilds
+        assert built == len(world.ledger.tokens) and frozen == 0
+        await small.pool.close()
+        large, frozen = await warmed(small.candles.buckets())
+        assert large.candles.rebuilds == built and frozen > 0
+        _, frozen = await warmed(1, large)  # the same tip: nothing built
+        assert large.candles.rebuilds == built and frozen == 0
+        await large.pool.close()
+    finally:
+        gc.unfreeze()

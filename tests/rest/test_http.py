@@ -3,6 +3,7 @@ with Retry-After; 503s; /health and /metrics; and no traceback ever."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import sqlite3
 from collections import Counter
@@ -282,3 +283,44 @@ async def test_database_errors_are_503(tmp_path: Path, world: World) -> None:
         assert r.status_code == 503 and r.json()["error"]["code"] == "database_unavailable"
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(db).execute("SELECT 1 FROM blocks").fetchall()
+
+
+async def test_warm_candles_answer_without_a_reader(world: World) -> None:
+    """Once the warmer has the token list and the series at the tip, a candle window nobody
+    asked for is answered from memory: it completes while the only reader connection is held
+    elsewhere, with the bytes, gzip member, ETag and height of an app that reads a snapshot."""
+    token = Counter(t.category for t in world.oracle.trades).most_common(1)[0][0]
+    tip = max(world.oracle.blocks)
+    ends = (world.now - 7, world.now - 3_600 * 5 - 11, world.now - 86_400 - 55)
+    urls = [
+        f"/dex/price/{token}/{kind}?start={end - 20 * 86_400}&end={end}&stepsize={step}"
+        for end in ends
+        for kind, step in (("candlesticks", 3_600), ("history", 3_600), ("candlesticks", 86_400))
+    ]
+    gz = {"Accept-Encoding": "gzip"}
+
+    async def fetch(c: httpx.AsyncClient, url: str) -> tuple[bytes, dict[str, str]]:
+        async with c.stream("GET", url, headers=gz) as r:
+            raw = b"".join([chunk async for chunk in r.aiter_raw()])
+        assert r.status_code == 200
+        keep = ("etag", "x-index-height", "content-encoding")
+        return raw, {k: r.headers.get(k, "") for k in keep}
+
+    reference = create_app(world.config(gzip_min_size=0, warm=False))
+    async with reference.router.lifespan_context(reference):
+        transport = httpx.ASGITransport(app=reference)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            expected = [await fetch(c, url) for url in urls]
+    app = create_app(world.config(gzip_min_size=0, readers=1))
+    async with app.router.lifespan_context(app):
+        ctx = app.state.ctx
+        async with asyncio.timeout(60):  # a guard: a request needing a reader would wait forever
+            while ctx.warmed_height != tip:
+                await asyncio.sleep(0.02)
+            transport = httpx.ASGITransport(app=app)
+            client = httpx.AsyncClient(transport=transport, base_url="http://t")
+            async with client as c, ctx.pool.connection():  # every reader busy
+                got = [await fetch(c, url) for url in urls]
+            assert ctx.cache.misses >= len(urls)
+    assert got == expected
+    assert all(h["x-index-height"] == str(tip) for _, h in got)
