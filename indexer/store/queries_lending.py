@@ -144,13 +144,19 @@ async def history(
     if offset < 0:
         raise ValueError("offset cannot be negative")
     params: list[object] = [version]
-    sql = _ACTION + "WHERE version = ?"
+    where = "WHERE version = ?"
     if nfths:
         if len(nfths) > NFTHS_MAX:
             raise ValueError(f"at most {NFTHS_MAX} NFT hashes")
-        sql += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
+        where += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
         params += [_hash(h) for h in nfths]
-    sql += " ORDER BY height DESC, position DESC, seq DESC LIMIT ? OFFSET ?"
+    order = "ORDER BY height DESC, position DESC, seq DESC"
+    # The page's keys first, from the (version, height, position, seq) index alone, then the
+    # columns of just those rows: a deep OFFSET skips index entries, not whole table rows.
+    sql = (
+        f"{_ACTION}JOIN (SELECT txid, seq FROM lending_actions {where} {order} LIMIT ? OFFSET ?)"
+        f" AS page USING (txid, seq) {order}"
+    )
     rows = await conn.execute_fetchall(sql, [*params, limit, offset])
     return [_action(r) for r in rows]
 
