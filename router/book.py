@@ -1,10 +1,11 @@
 """The live `PoolBook`: the indexer's `PoolSnapshot` seen as the router's immutable book.
 
 The snapshot changes in place; a route must see one consistent state, so the daemon routes on a
-`PoolBook` rebuilt once per snapshot version, lazily, on the first request after a change. Only
-the tokens a change touched are converted again and re-modelled (their route models are built
-at once, "prewarmed", so the first order after a change does not pay for them); every other
-token keeps its `Pool` objects and its models from the previous book.
+`PoolBook` made once per snapshot version, lazily, on the first request after a change. Only
+the tokens a change touched are converted again, and incrementally: the new book is the previous
+one with the changed pools taken out and re-inserted in order (`PoolBook.replaced`), and their
+route models are updated the same way at once (`route.update_models`, so the first order after
+a change does not pay for them); every other token keeps its `Pool` objects and its models.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable
 
 from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
 from router.pools import Pool, PoolBook
-from router.route import inherit_models, prewarm
+from router.route import inherit_models, prewarm, update_models
 
 
 def to_pool(live: LivePool) -> Pool:
@@ -52,38 +53,54 @@ class LiveBook:
     def _rebuild(self) -> PoolBook:
         snap = self._snapshot
         dirty, self._dirty = self._dirty, set()
-        for token in dirty:
-            self._convert(token, snap.pools(token))
+        changes = {token: self._convert(token, snap.pools(token)) for token in dirty}
         old = self._book
-        book = PoolBook(
-            (p for group in self._pools.values() for p in group),
-            version=snap.version,
-            height=snap.height,
-        )
-        if old is not None:
+        if old is None:
+            book = PoolBook(
+                (p for group in self._pools.values() for p in group),
+                version=snap.version,
+                height=snap.height,
+            )
+            for token in dirty:
+                if token in self._pools:
+                    prewarm(book, token)
+        else:
+            book, moved = old.replaced(changes, version=snap.version, height=snap.height)
             inherit_models(book, old, (t for t in self._pools if t not in dirty))
-        for token in dirty:
-            if token in self._pools:
-                prewarm(book, token)
+            for token, (lost, gained) in moved.items():
+                if token in self._pools:
+                    update_models(book, old, token, lost, gained)
         self._book = book
         return book
 
-    def _convert(self, token: str, live: Iterable[LivePool]) -> None:
+    def _convert(self, token: str, live: Iterable[LivePool]) -> tuple[list[Pool], list[Pool]]:
+        """Bring the token's pools up to `live`, keeping every unchanged `Pool` object;
+        returns (the pools that left, the pools that joined)."""
         previous = {p.key: p for p in self._pools.get(token, ())}
         group: list[Pool] = []
+        removed: list[Pool] = []
+        added: list[Pool] = []
         for lp in live:
-            old = previous.get((lp.txid, lp.vout))
-            same = (
+            old = previous.pop((lp.txid, lp.vout), None)
+            if (
                 old is not None
                 and old.sats == lp.sats
                 and old.tokens == lp.tokens
                 and old.owner_pkh == lp.owner_pkh
-            )
-            group.append(old if same and old is not None else to_pool(lp))
+            ):
+                group.append(old)
+                continue
+            if old is not None:
+                removed.append(old)
+            pool = to_pool(lp)
+            group.append(pool)
+            added.append(pool)
+        removed.extend(previous.values())  # gone from the snapshot
         if group:
             self._pools[token] = tuple(group)
         else:
             self._pools.pop(token, None)
+        return removed, added
 
     def close(self) -> None:
         self._unsubscribe()

@@ -11,6 +11,7 @@ chain, but not continuable) is silently left out, as if it did not exist.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,6 +362,47 @@ class PoolBook:
         self.version = version
         self.height = height
 
+    def replaced(
+        self,
+        changes: Mapping[str, tuple[Iterable[Pool], Iterable[Pool]]],
+        *,
+        version: int | str | None = None,
+        height: int | None = None,
+    ) -> tuple[PoolBook, dict[str, tuple[list[Pool], list[Pool]]]]:
+        """This book with, per token, the pools `removed` taken out and `added` put in
+        (`changes[token] = (removed, added)`, tradable or not; the caller's promise: removed
+        pools are in this book or untradable, added ones have outpoints not left in it).
+
+        The other tokens' groups are shared as they are, and a changed token's group keeps
+        its outpoint order by deleting and re-inserting with bisect, so one traded pool does
+        not re-sort 20,000. Also returns the tradable pools each token lost and gained (what
+        `route.update_models` needs). The memo starts empty."""
+        book = PoolBook(())
+        by_token = dict(self._by_token)
+        moved: dict[str, tuple[list[Pool], list[Pool]]] = {}
+        for token, (removed, added) in changes.items():
+            group = list(by_token.get(token, ()))
+            lost: list[Pool] = []
+            for pool in removed:
+                if not group or not is_tradable(pool):
+                    continue
+                i = bisect_left(group, pool.key, key=_outpoint)
+                if i < len(group) and group[i] is pool:
+                    del group[i]
+                    lost.append(pool)
+            gained = [pool for pool in added if is_tradable(pool)]
+            for pool in gained:
+                insort(group, pool, key=_outpoint)
+            moved[token] = (lost, gained)
+            if group:
+                by_token[token] = tuple(group)
+            else:
+                by_token.pop(token, None)
+        book._by_token = by_token
+        book.version = version
+        book.height = height
+        return book, moved
+
     def pools(self, token_id: str) -> Sequence[Pool]:
         """The token's tradable pools (empty if the token has none)."""
         return self._by_token.get(token_id, ())
@@ -384,6 +426,10 @@ class PoolBook:
         value = factory()
         with self._lock:
             return self._memo.setdefault(key, value)  # type: ignore[return-value]
+
+
+def _outpoint(pool: Pool) -> tuple[str, int]:
+    return pool.key
 
 
 def changed_pools(old: PoolBook, new: PoolBook, token_id: str) -> list[tuple[str, int]]:

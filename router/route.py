@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -161,6 +161,40 @@ def _sell_out_cap(pool: Pool) -> int:
     return pool.sell_cap
 
 
+_Row = tuple[float, float, float, float, float, Pool]  # v_max, a, b, c, v_min, pool
+
+
+def _row(pool: Pool, direction: Direction) -> _Row | None:
+    """A pool's closed-form coefficients in one direction (None: unusable that way)."""
+    x, t = pool.sats, pool.tokens
+    k = x * t
+    if direction is Direction.BUY:
+        if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
+            return None  # must keep one token / cannot take more sats
+        a = math.sqrt(k / GAMMA)
+        b = x / GAMMA
+        c = float(t)
+        vmax = math.sqrt(GAMMA * t / x)
+        vmin = max(1.0 / a, a / (MAX_SATS - x + b))
+    else:
+        if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
+            return None
+        a = math.sqrt(PHI * k)
+        b = float(t)
+        c = PHI * x
+        vmax = math.sqrt(PHI * x / t)
+        # Where the reserve binds: the continuous payout c − a·v reaches the cap.
+        vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
+    if not vmin < vmax:
+        return None
+    return (vmax, a, b, c, vmin, pool)
+
+
+def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
+    """A row's place in a model: v_max descending, then the outpoint (the book's order)."""
+    return (-row[0], row[5].key)
+
+
 class _Model:
     """One token's pools in one direction, sorted by v_max (best rate first), with the closed
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
@@ -180,38 +214,26 @@ class _Model:
         "neg_depth",
         "neg_vmax",
         "pools",
+        "rows",
         "size",
         "vmax",
         "vmin",
     )
 
     def __init__(self, pools: Iterable[Pool], direction: Direction) -> None:
-        rows: list[tuple[float, float, float, float, float, Pool]] = []
-        for pool in pools:
-            x, t = pool.sats, pool.tokens
-            k = x * t
-            if direction is Direction.BUY:
-                if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
-                    continue  # must keep one token / cannot take more sats
-                a = math.sqrt(k / GAMMA)
-                b = x / GAMMA
-                c = float(t)
-                vmax = math.sqrt(GAMMA * t / x)
-                vmin = max(1.0 / a, a / (MAX_SATS - x + b))
-            else:
-                if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
-                    continue
-                a = math.sqrt(PHI * k)
-                b = float(t)
-                c = PHI * x
-                vmax = math.sqrt(PHI * x / t)
-                # Where the reserve binds: the continuous payout c − a·v reaches the cap.
-                vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
-            if not vmin < vmax:
-                continue
-            rows.append((vmax, a, b, c, vmin, pool))
-        rows.sort(key=lambda r: -r[0])
+        rows = [row for row in (_row(pool, direction) for pool in pools) if row is not None]
+        rows.sort(key=lambda r: -r[0])  # stable: ties keep the book's (outpoint) order
+        self._init(rows, direction)
+
+    @classmethod
+    def _from_rows(cls, rows: list[_Row], direction: Direction) -> _Model:
+        model = cls.__new__(cls)
+        model._init(rows, direction)
+        return model
+
+    def _init(self, rows: list[_Row], direction: Direction) -> None:
         self.direction = direction
+        self.rows = rows
         self.vmax = [r[0] for r in rows]
         self.a = [r[1] for r in rows]
         self.b = [r[2] for r in rows]
@@ -228,6 +250,24 @@ class _Model:
         self._plans: dict[float, _Plan] = {}
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
+
+    def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
+        """This model after a few pools of its token left (`removed`, as this model holds
+        them) and others joined (`added`): their rows are taken out and re-inserted by bisect
+        at their rank, so the result equals a model built afresh on the new pools (the
+        order is v_max descending, ties by outpoint, as the stable sort of the book leaves
+        it) without recomputing or re-sorting the 2,000 unchanged rows."""
+        rows = list(self.rows)
+        gone = sorted(
+            (i for i in (self.position(p.key) for p in removed) if i is not None), reverse=True
+        )
+        for i in gone:
+            del rows[i]
+        for pool in added:
+            row = _row(pool, self.direction)
+            if row is not None:
+                insort(rows, row, key=_row_rank)
+        return _Model._from_rows(rows, self.direction)
 
     def depth_max(self) -> list[int]:
         """Running maximum, in model (v_max) order, of the reserve a single-pool trade's
@@ -412,6 +452,21 @@ def inherit_models(new: PoolBook, old: PoolBook, tokens: Iterable[str]) -> None:
             found = old.peek(key)
             if isinstance(found, _Model):
                 new.memo(key, _const(found))
+
+
+def update_models(
+    new: PoolBook, old: PoolBook, token: str, removed: Sequence[Pool], added: Sequence[Pool]
+) -> None:
+    """`prewarm` for a token whose pools in `new` are `old`'s less `removed` plus `added`
+    (the caller's promise): each of `old`'s models is updated in place of a rebuild when
+    the change is small (`_Model.replaced`), else built afresh."""
+    for direction in Direction:
+        key = _model_key(token, direction)
+        found = old.peek(key)
+        if isinstance(found, _Model) and 4 * (len(removed) + len(added)) <= len(found):
+            new.memo(key, _const(found.replaced(removed, added)))
+        else:
+            _model(new, token, direction)
 
 
 # --- the continuous sweep --------------------------------------------------------------------
@@ -1093,6 +1148,24 @@ def solve_hop(
             )
 
 
+def _single_may_reach(
+    m: _Model, i: int, fp: HopFootprint, cost: Sequence[float], floor: float
+) -> bool:
+    """False when pool i alone provably stays below `floor` for the hop's order: its whole
+    units of output are at most ⌊`single_bound`⌋ (exact in), its input at least
+    ⌈`single_cost_bound`⌉ (exact out), and the byte cost is converted as `_value` does; so
+    `footprint_holds` skips the exact trade for pools far off the route's value."""
+    rate = fp.v * fp.v
+    if fp.exact_in:
+        conv = rate if m.direction is Direction.BUY else 1.0
+        return math.floor(m.single_bound(i, fp.amount)) - cost[i] * conv >= floor
+    bound = m.single_cost_bound(i, fp.amount)
+    if bound >= _INF:
+        return False
+    conv = 1.0 if m.direction is Direction.BUY else (1.0 / rate if rate > 0 else 0.0)
+    return -(math.ceil(bound) + cost[i] * conv) >= floor
+
+
 def footprint_holds(
     fp: HopFootprint, old: PoolBook, new: PoolBook, changed: Iterable[tuple[str, int]]
 ) -> bool:
@@ -1122,7 +1195,7 @@ def footprint_holds(
                 continue  # not in the book, or unusable this way: never admitted
             if plan.enter_at[i] > 0.0 and plan.enter_at[i] >= fp.threshold:
                 return False
-            if is_new:
+            if is_new and _single_may_reach(m, i, fp, plan.cost, fp.value - margin):
                 alone = _single(m, i, fp.amount, fp.exact_in, plan.cost, fp.v, lenient=False)
                 if alone is not None and alone.value >= fp.value - margin:
                     return False
