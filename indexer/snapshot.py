@@ -208,9 +208,11 @@ class PoolSnapshot:
         for op in removed:
             drop(op)
         for p in added:
-            if self._confirmed_at.get(p.outpoint) == p:
-                continue
-            drop(p.outpoint)  # (an outpoint is created once; kept exact all the same)
+            old = self._confirmed_at.get(p.outpoint)
+            if old is not None:  # (an outpoint is created once; kept exact all the same)
+                if old == p:
+                    continue
+                drop(p.outpoint)
             self._confirmed.setdefault(p.token_id, {})[p.outpoint] = p
             self._confirmed_at[p.outpoint] = p
             self._live.setdefault(p.token_id, {})[p.outpoint] = p

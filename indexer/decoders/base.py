@@ -160,6 +160,24 @@ def selector(decoder: object) -> Callable[[BlockBytes], Iterable[int]] | None:
     return fn if callable(fn) else None
 
 
+class Flushing(Protocol):
+    """An optional decoder hook: rows a decoder keeps back while the store holds a batch open
+    (so that a row changed again within the batch is written once, in its final state) must
+    be queued by `flush`, which the store calls on the SQLite connection right before every
+    COMMIT of applied blocks. A rollback discards them with the transaction: `load` runs next
+    and must forget them."""
+
+    def flush(self, conn: aiosqlite.Connection) -> None:
+        """Queue (`submit`) the kept-back writes, inside the open transaction; do not wait."""
+        ...
+
+
+def flusher(decoder: object) -> Callable[[aiosqlite.Connection], None] | None:
+    """The decoder's `flush` hook, if it has one."""
+    fn = getattr(decoder, "flush", None)
+    return fn if callable(fn) else None
+
+
 def matches(patterns: Sequence[bytes], raw_tx: bytes) -> bool:
     """The prefilter test for one raw transaction."""
     return any(p in raw_tx for p in patterns)

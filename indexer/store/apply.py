@@ -57,6 +57,7 @@ from indexer.decoders.base import (
     BlockContext,
     BlockTx,
     PrevoutFetcher,
+    flusher,
     matches,
     selector,
 )
@@ -71,7 +72,7 @@ _SEARCH_LIMIT = 256
 
 # Held blocks are committed after this many blocks or this long since the batch began: enough
 # to make COMMIT and checkpoints rare during a sync, short enough that a kill loses little.
-DEFAULT_BATCH_BLOCKS = 200
+DEFAULT_BATCH_BLOCKS = 1000
 DEFAULT_BATCH_SECONDS = 0.2
 
 _INSERT_BLOCK = (
@@ -200,6 +201,7 @@ class Store:
         self.snapshot = snapshot
         self.batch_blocks = batch_blocks
         self.batch_seconds = batch_seconds
+        self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
         self._lock = asyncio.Lock()
         self._mempool = MempoolTracker()
         self._dirty = True  # in-memory state not yet loaded
@@ -450,8 +452,14 @@ class Store:
 
     async def _commit_held(self) -> None:
         if self._held:
-            await collect(self.conn)  # a write that failed must not be committed
-            await self.conn.execute("COMMIT")
+            try:
+                for flush in self._flushers:  # rows decoders kept back within the batch
+                    flush(self.conn)
+                await collect(self.conn)  # a write that failed must not be committed
+                await self.conn.execute("COMMIT")
+            except BaseException:
+                await self._recover()  # roll the batch back (its kept-back rows with it)
+                raise
             self._held = 0
 
     def _block_conflicts(self, src: _Source) -> set[bytes]:

@@ -30,7 +30,7 @@ from indexer.decoders.cauldron.model import (
 )
 from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
-from indexer.store.db import submit
+from indexer.store.db import submit, submit_many
 from indexer.store.schema import Migration
 from protocols.cauldron.contract import REDEEM_SUFFIX
 from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_utxo
@@ -138,10 +138,16 @@ class CauldronDecoder:
         # unspent `cauldron_pools` rows), kept in step by `load` and `committed`, so that a
         # block's spent pools are neither read from SQLite nor converted back from `LivePool`.
         self._confirmed: dict[OutPoint, PoolUtxo] = {}
+        # Pool rows created in the open transaction and not yet inserted (`flush` inserts them
+        # before COMMIT): a pool spent within the same batch — most pools of a busy token are —
+        # is then inserted once, already spent, instead of inserted and updated (its row goes
+        # through the live-pool partial indexes and out again).
+        self._unflushed: dict[OutPoint, tuple[object, ...]] = {}
 
     # --- state ---------------------------------------------------------------------------------
 
     async def load(self, conn: aiosqlite.Connection) -> None:
+        self._unflushed = {}  # rolled back with their transaction, if any
         owners = await conn.execute_fetchall("SELECT pkh FROM cauldron_owners")
         self.owners = KnownOwners(bytes(r[0]) for r in owners)
         rows = await conn.execute_fetchall(
@@ -251,18 +257,23 @@ class CauldronDecoder:
                 )
             elif isinstance(r, OwnerSeen):
                 owners.append((r.pkh, h))
-        pool_rows = []
+        unflushed = self._unflushed
         for op, p in created.items():
             s = spent.pop(op, None)
-            pool_rows.append(
+            unflushed[op] = (
                 (op.txid[::-1], op.index, p.lineage.txid[::-1], p.lineage.index, p.owner_pkh)
                 + (p.category[::-1], p.sats, p.tokens, h, t, p.position, p.via)
                 + (_NONE4 if s is None else (s.txid[::-1], h, t, s.kind))
             )
-        spends = [(s.txid[::-1], h, t, s.kind, op.txid[::-1], op.index) for op, s in spent.items()]
+        spends = []
+        for op, s in spent.items():
+            row = unflushed.get(op)
+            if row is None:  # inserted by an earlier COMMIT: update it
+                spends.append((s.txid[::-1], h, t, s.kind, op.txid[::-1], op.index))
+            else:  # created earlier in this batch: not inserted yet, so insert it spent
+                unflushed[op] = (*row[:12], s.txid[::-1], h, t, s.kind)
         tvl_rows = [(c[::-1], h, t, d[0], d[1], d[2]) for c, d in tvl.items()]
         statements = (
-            (_INSERT_POOL, pool_rows),
             (_INSERT_EVENT, events),
             (_INSERT_TRADE, trades),
             (_UPSERT_TOKEN, tokens),
@@ -274,7 +285,16 @@ class CauldronDecoder:
         # store collects errors before COMMIT; later statements on `conn` run after these).
         submit(conn, lambda raw: _write_block(raw, h, spends, statements))
 
+    def flush(self, conn: aiosqlite.Connection) -> None:
+        """Queue the pool rows kept back in this transaction (the store calls it before each
+        COMMIT of applied blocks; see `indexer.decoders.base.Flushing`)."""
+        if self._unflushed:
+            rows = list(self._unflushed.values())
+            self._unflushed = {}
+            submit_many(conn, ((_INSERT_POOL, rows),))
+
     async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+        self._unflushed = {}  # (empty: the store commits, flushing, before an undo)
         for table in (
             "cauldron_tvl",
             "cauldron_trader_months",
@@ -336,7 +356,11 @@ class CauldronDecoder:
             live = self.snapshot.pool(op)
             if live is not None:
                 pools[op] = _from_live(live)
-            elif self.snapshot.spent_by_pending(op) is not None or await _stored_pool(conn, op):
+            elif (
+                self.snapshot.spent_by_pending(op) is not None
+                or op in self._unflushed
+                or await _stored_pool(conn, op)
+            ):
                 return False  # conflicts with a pending tx, or spends a pool already spent
         if await _confirmed(conn, tx.txid):
             return False
@@ -391,18 +415,15 @@ def _write_block(
     statements: Sequence[tuple[str, Params]],
 ) -> None:
     """On the SQLite thread, in the block's transaction: every statement of a block, in one
-    hop. New pools first (a pool created and spent in the block is inserted already spent),
-    then the spends of older pools, then the rest."""
+    hop. The spends of pools inserted by an earlier COMMIT first, then the rest (new pools are
+    kept back until `flush`, and inserted already spent if spent by then)."""
     if not raw.in_transaction:  # SQLite ended it on an earlier error: write nothing
         raise sqlite3.OperationalError(f"block {height}: no open transaction")
-    insert_pools, *rest = statements
-    if insert_pools[1]:
-        raw.executemany(*insert_pools)
     if spends:
         cursor = raw.executemany(_SPEND_POOL, spends)
         if cursor.rowcount != len(spends):  # the spent pools were read live: cannot happen
             raise RuntimeError(f"block {height}: {len(spends) - cursor.rowcount} pool spends lost")
-    for sql, params in rest:
+    for sql, params in statements:
         if params:
             raw.executemany(sql, params)
 

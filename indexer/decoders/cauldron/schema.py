@@ -170,4 +170,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             ON cauldron_trades(category, height, position, time, volume_sats, volume_tokens);
         """,
     ),
+    Migration(
+        COMPONENT,
+        3,
+        "drop the unused event index by lineage",
+        """
+        -- No query reads events by lineage (a lineage's states come from `cauldron_pools`, and
+        -- the APY reads events by block range, token or owner): the index only cost a random
+        -- B-tree insert per event during the sync.
+        DROP INDEX cauldron_events_lineage;
+        """,
+    ),
 )

@@ -1,0 +1,127 @@
+"""Rows kept back within a held batch (`Flushing`): the Cauldron decoder inserts a pool created
+and spent in the same batch once, already spent, and a failure while flushing rolls the batch
+back like any other failed write. Expected rows come from the scenario's own ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from indexer.decoders import create_decoders
+from indexer.snapshot import PoolSnapshot
+from indexer.store import Store
+from indexer.store.db import submit
+from tests.indexer.test_store_batch import FailAt
+from tests.indexer.test_store_scenario import Scenario, apply_all, build_chain, dump, open_store
+
+_LOG = """
+CREATE TEMP TABLE pool_writes (kind TEXT NOT NULL, txid BLOB NOT NULL, vout INTEGER NOT NULL);
+CREATE TEMP TRIGGER pool_inserted AFTER INSERT ON main.cauldron_pools
+    BEGIN INSERT INTO pool_writes VALUES ('insert', new.txid, new.vout); END;
+CREATE TEMP TRIGGER pool_updated AFTER UPDATE ON main.cauldron_pools
+    BEGIN INSERT INTO pool_writes VALUES ('update', new.txid, new.vout); END;
+"""
+
+
+async def _writes(conn: aiosqlite.Connection) -> list[tuple[str, bytes, int]]:
+    rows = await conn.execute_fetchall("SELECT kind, txid, vout FROM pool_writes")
+    return sorted((str(r[0]), bytes(r[1]), int(r[2])) for r in rows)
+
+
+async def _index(sc: Scenario, path: Path, batch_blocks: int) -> list[tuple[str, bytes, int]]:
+    """Index the chain held in batches of `batch_blocks`; the pool writes SQLite saw."""
+    store = await Store.open(
+        path, snapshot=PoolSnapshot(), batch_blocks=batch_blocks, batch_seconds=3600.0
+    )
+    try:
+        await store.conn.executescript(_LOG)
+        for b in sc.blocks:
+            await store.apply_block(b.height, b.raw, hold=True)
+        await store.commit()
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+        return await _writes(store.conn)
+    finally:
+        await store.close()
+
+
+async def test_a_pool_spent_within_its_batch_is_inserted_once_already_spent(
+    tmp_path: Path,
+) -> None:
+    sc = build_chain(seed=41, n_blocks=16, actions=8)
+    pools = list(sc.ledger.pools.values())
+    spent_later = [r for r in pools if r[13] is not None and r[13] > r[8]]
+    assert len(spent_later) >= 10  # the scenario spends pools in later blocks
+    inserts = sorted(("insert", r[0], r[1]) for r in pools)
+
+    # One batch for the whole chain: every pool is written once, in its final state.
+    assert await _index(sc, tmp_path / "one.sqlite", 1000) == inserts
+
+    # A commit after every block: a pool spent in a later block is inserted, then updated.
+    updates = sorted(("update", r[0], r[1]) for r in spent_later)
+    assert await _index(sc, tmp_path / "each.sqlite", 1) == sorted(inserts + updates)
+
+
+class FlushFails(FailAt):
+    """A decoder whose kept-back write fails at its `n`-th flush (e.g. a full disk at COMMIT)."""
+
+    name = "flush_fails"
+
+    def __init__(self, n: int) -> None:
+        super().__init__(-1)
+        self.n = n
+        self.flushes = 0
+
+    def flush(self, conn: aiosqlite.Connection) -> None:
+        self.flushes += 1
+        if self.flushes == self.n:
+
+            def fail(raw: sqlite3.Connection) -> None:
+                raise OSError("disk full")
+
+            submit(conn, fail)
+
+
+@pytest.mark.parametrize("at_commit", [False, True])
+async def test_a_failed_flush_rolls_the_batch_back(tmp_path: Path, at_commit: bool) -> None:
+    sc = build_chain(seed=42, n_blocks=12, actions=8)
+    first = sc.blocks[0].height
+    snap = PoolSnapshot()
+    store = await Store.open(
+        tmp_path / "index.sqlite",
+        snapshot=snap,
+        decoders=[*create_decoders(["cauldron"], snapshot=snap), FlushFails(2)],
+        batch_blocks=4,
+        batch_seconds=3600.0,
+    )
+    clean = await open_store()
+    try:
+        await apply_all(clean, sc.blocks[:4])
+        tables = ["blocks", "cauldron_pools", "cauldron_events", "cauldron_tvl"]
+        at_batch = await dump(clean.conn, tables)
+        live_at_batch = {p.outpoint for p in clean.snapshot.all_pools()}
+        for b in sc.blocks[:7]:  # blocks 1–4 committed, 5–7 held
+            await store.apply_block(b.height, b.raw, hold=True)
+        with pytest.raises(OSError, match="disk full"):
+            if at_commit:
+                await store.commit()
+            else:
+                await store.apply_block(sc.blocks[7].height, sc.blocks[7].raw, hold=True)
+        tip = await store.tip()
+        assert tip is not None and tip.height == first + 3
+        assert await dump(store.conn, tables) == at_batch
+        assert {p.outpoint for p in snap.all_pools()} == live_at_batch
+        # The sync resumes from the last committed batch to the ledger's index.
+        for b in sc.blocks[4:]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        await store.commit()
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+    finally:
+        await store.close()
+        await clean.close()
