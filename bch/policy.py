@@ -235,6 +235,11 @@ def standard_output_type(locking: bytes, *, vm_year: int = 2026) -> str | None:
     (at most 3 keys), `script` (2026 "pay to script").
     """
     _check_year(vm_year)
+    return _output_type(locking, vm_year)
+
+
+def _output_type(locking: bytes, vm_year: int) -> str | None:
+    """`standard_output_type` without the year check (callers check it once per transaction)."""
     kind = _solve(locking, vm_year)
     if kind == "multisig":
         m, n = _multisig_keys(locking) or (0, 0)
@@ -323,7 +328,7 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     data_bytes = 0
     for i, out in enumerate(tx.outputs):
         locking = out.locking
-        kind = standard_output_type(locking, vm_year=vm_year)
+        kind = _output_type(locking, vm_year)
         if kind is None:
             add(
                 PolicyViolation(

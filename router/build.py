@@ -331,9 +331,11 @@ def build(
                 expected_output=str(q.output_amount),
                 min_output=str(request.min_output),
             )
-        pools = {leg.pool.outpoint: leg.pool for leg in q.legs}
+        # A few funding inputs against hundreds of legs: hash the few, test each leg once.
+        offered = {f.outpoint for f in usable}
+        spent = {op for leg in q.legs if (op := leg.pool.outpoint) in offered}
         for f in usable:
-            if f.outpoint in pools:
+            if f.outpoint in spent:
                 raise bad_request(
                     f"funding_inputs[{f.index}] is pool {f.outpoint}, which this trade spends"
                 )

@@ -407,6 +407,21 @@ class _Model:
             after = PoolState(pool.sats - amount_out, pool.tokens + amount_in)
         return Leg(pool, after)
 
+    def legs(self, chosen: Sequence[tuple[int, int, int]]) -> tuple[Leg, ...]:
+        """`leg` for each (pool, in, out) of a solution, the direction tested once."""
+        pools = self.pools
+        out: list[Leg] = []
+        add = out.append
+        if self.direction is Direction.BUY:
+            for i, x, y in chosen:
+                pool = pools[i]
+                add(Leg(pool, PoolState(pool.sats + x, pool.tokens - y)))
+        else:
+            for i, x, y in chosen:
+                pool = pools[i]
+                add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
+        return tuple(out)
+
     def rate_at_in(self, i: int, x: int) -> float:
         """Marginal output per input unit after pool i has received `x` input units."""
         pool = self.pools[i]
@@ -1123,7 +1138,7 @@ def solve_hop(
                 chosen = _best_single(m, amount, exact_in, plan, v, -_INF, lenient=True)
         if chosen is None:
             raise _cannot_fill(m, token_id, direction, amount, exact_in, max_pools)
-        legs_out = tuple(m.leg(i, x, y) for i, x, y in chosen.legs)
+        legs_out = m.legs(chosen.legs)
         return Hop(token_id, direction, legs_out)
     finally:
         if trace is not None:

@@ -126,6 +126,15 @@ def test_template_outputs_encode_as_plain_outputs(
     field = b"\xef" + category + b"\x10" + _compact(amount) + locking
     assert made.encode() == value.to_bytes(8, "little") + _compact(len(field)) + field
     assert made.size() == len(made.encode())
+    # The template fills the frozen dataclasses slot by slot: every field must be set, as
+    # the constructors would (a field added later must not be left unset).
+    for obj, ref in ((made, plain), (made.token, plain.token)):
+        for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+            if f.compare:
+                assert getattr(obj, f.name) == getattr(ref, f.name), f.name
+            else:
+                getattr(obj, f.name)  # set (AttributeError otherwise)
+    assert type(made.token) is TokenData and hash(made.token) == hash(plain.token)
 
 
 def _compact(n: int) -> bytes:
@@ -144,6 +153,10 @@ def test_a_template_rejects_what_token_data_rejects() -> None:
         template.output(1000, 0)
     with pytest.raises(ValueError):
         template.output(1000, MAX_TOKEN_AMOUNT + 1)
+    with pytest.raises(ValueError, match="out of range"):
+        template.output(1000, -1)
+    with pytest.raises(ValueError, match="must carry an amount"):
+        template.output(1000, 0)
 
 
 def _live(n: int, sats: int, tokens: int) -> LivePool:
