@@ -51,23 +51,25 @@ def pools_file(tmp_path: Path) -> Path:
     return path
 
 
+def buy_a_with_bch(pools_file: Path) -> list[str]:
+    """`ladle route` arguments of the order both the in-process and the subprocess tests run."""
+    return [
+        "route",
+        "--pools",
+        str(pools_file),
+        "--sell",
+        "bch",
+        "--buy",
+        TOKEN_A,
+        "--amount",
+        "3000000",
+        "--fee-address",
+        FEE_WALLET.token_address,
+    ]
+
+
 def test_route_prints_the_quote(pools_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc, err = run(
-        [
-            "route",
-            "--pools",
-            str(pools_file),
-            "--sell",
-            "bch",
-            "--buy",
-            TOKEN_A,
-            "--amount",
-            "3000000",
-            "--fee-address",
-            FEE_WALLET.token_address,
-        ],
-        capsys,
-    )
+    code, doc, err = run(buy_a_with_bch(pools_file), capsys)
     assert (code, err) == (0, "")
     validator("quote.result.json").validate(doc)
     assert doc["input_amount"] == "3000000" and doc["router_fee"]["amount"] == "3000"
@@ -230,19 +232,7 @@ def ladle(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ladle_route_and_build_subprocess(pools_file: Path, tmp_path: Path) -> None:
-    proc = ladle(
-        "route",
-        "--pools",
-        str(pools_file),
-        "--sell",
-        "bch",
-        "--buy",
-        TOKEN_A,
-        "--amount",
-        "3000000",
-        "--fee-address",
-        FEE_WALLET.token_address,
-    )
+    proc = ladle(*buy_a_with_bch(pools_file))
     assert proc.returncode == 0, proc.stderr
     quote_doc = json.loads(proc.stdout)
     validator("quote.result.json").validate(quote_doc)
