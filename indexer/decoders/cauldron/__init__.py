@@ -1,7 +1,7 @@
 """Indexing Cauldron pools: tables (`schema`), rows (`model`), pure decoding (`decode`) and the
 store glue (`decoder`)."""
 
-from indexer.decoders.cauldron.decoder import CauldronDecoder, fetch_live_pools, to_live
+from indexer.decoders.cauldron.decoder import CauldronDecoder, to_live
 from indexer.decoders.cauldron.model import (
     EVENT_KINDS,
     EventKind,
@@ -31,7 +31,6 @@ __all__ = [
     "TokenSeen",
     "Trade",
     "TraderSeen",
-    "fetch_live_pools",
     "format_pool_id",
     "parse_pool_id",
     "to_live",

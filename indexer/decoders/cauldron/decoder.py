@@ -4,7 +4,7 @@ known owners and the live pool snapshot in step with the committed index and the
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import aiosqlite
@@ -38,7 +38,6 @@ from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_
 # The prefilter: a pool spend carries the redeem script's tail, a creation the SUMMON marker,
 # and a known owner's un-summoned pool a P2SH32 locking bytecode (`aa20…87`).
 PATTERNS: tuple[bytes, ...] = (REDEEM_SUFFIX, SUMMON_HEAD, b"\xaa\x20")
-_CHUNK = 300  # outpoints per lookup query (2 variables each)
 _NONE2: tuple[None, None] = (None, None)
 _NONE4 = (None, None, None, None)
 
@@ -97,31 +96,6 @@ def _pool_from_row(r: Any) -> PoolUtxo:
         r[10],
         r[11],
     )
-
-
-async def fetch_live_pools(
-    conn: aiosqlite.Connection, outpoints: Iterable[OutPoint]
-) -> dict[OutPoint, PoolUtxo]:
-    """The unspent pool UTXOs among `outpoints` (chunked row-value IN lookups on the PK)."""
-    wanted = list(dict.fromkeys(outpoints))
-    found: dict[OutPoint, PoolUtxo] = {}
-    for i in range(0, len(wanted), _CHUNK):
-        chunk = wanted[i : i + _CHUNK]
-        values = ",".join("(?,?)" for _ in chunk)
-        params: list[object] = []
-        for op in chunk:
-            params += (_rev(op.txid), op.index)
-        # A join driven by the VALUES list: one primary-key search per outpoint. (SQLite plans
-        # `(txid, vout) IN (VALUES …)` as a scan of every live pool.)
-        rows = await conn.execute_fetchall(
-            f"SELECT {_POOL_COLUMNS} FROM (VALUES {values}) AS v CROSS JOIN cauldron_pools "
-            "ON txid = v.column1 AND vout = v.column2 WHERE spent_height IS NULL",
-            params,
-        )
-        for r in rows:
-            pool = _pool_from_row(r)
-            found[pool.outpoint] = pool
-    return found
 
 
 class CauldronDecoder:
