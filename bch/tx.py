@@ -10,7 +10,7 @@ import dataclasses
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from bch.encoding import DecodeError, Reader, compact_size, compact_size_len
 from bch.hashes import hash256
@@ -38,10 +38,13 @@ def hash_to_hex(wire: bytes) -> str:
     return wire[::-1].hex()
 
 
-@dataclass(frozen=True, slots=True)
-class OutPoint:
+class OutPoint(NamedTuple):
+    """A transaction output's address. A named tuple, not a dataclass: indexes and snapshots
+    hash and compare millions of them, and a tuple does both in C (same hash as the former
+    dataclass: `hash((txid, index))`)."""
+
     txid: bytes  # wire order
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which no caller uses
 
     @property
     def txid_hex(self) -> str:
