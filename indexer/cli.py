@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from indexer.config_files import load_devnet_ledger, load_feeds, load_lending, parse_source
+from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL
 from indexer.follow.logs import configure_logging, fields
@@ -66,6 +67,14 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_WINDOW,
         metavar="N",
         help=f"blocks fetched ahead while one is applied (default {DEFAULT_WINDOW})",
+    )
+    parser.add_argument(
+        "--bulk-distance",
+        type=int,
+        default=DEFAULT_BULK_DISTANCE,
+        metavar="N",
+        help="more than N blocks below the tip, the initial sync drops the secondary indexes "
+        f"and builds them at the tip (default {DEFAULT_BULK_DISTANCE}; -1: never)",
     )
     parser.add_argument("--no-mempool", action="store_true", help="index confirmed blocks only")
     parser.add_argument(
@@ -174,6 +183,7 @@ def config_from_args(args: argparse.Namespace) -> IndexerConfig:
         start_height=args.start_height,
         insecure_tls=args.insecure_tls,
         window=args.window,
+        bulk_distance=None if args.bulk_distance < 0 else args.bulk_distance,
         mempool=not args.no_mempool,
         mempool_interval=args.mempool_interval,
         exit_at_tip=args.exit_at_tip,

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from indexer.decoders import create_decoders
 from indexer.electrum import ElectrumClient, ServerAddress, ssl_context
 from indexer.follow import DEFAULT_MEMPOOL_INTERVAL, Follower, Progress
+from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.registry_fetch import FetchConfig, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
@@ -45,6 +46,8 @@ class IndexerConfig:
     start_height: int | None = None  # None: 792772 on mainnet, 0 elsewhere
     insecure_tls: bool = False  # accept any certificate (self-signed servers)
     window: int = DEFAULT_WINDOW  # blocks fetched ahead while one is applied
+    # How far below the tip the initial sync defers the secondary indexes (None: never).
+    bulk_distance: int | None = DEFAULT_BULK_DISTANCE
     mempool: bool = True
     mempool_interval: float = DEFAULT_MEMPOOL_INTERVAL  # seconds between mempool polls
     exit_at_tip: bool = False  # stop once the initial sync reached the tip
@@ -64,6 +67,8 @@ class IndexerConfig:
             raise ValueError("the start height cannot be negative")
         if self.window < 1:
             raise ValueError("the fetch window must be at least 1 block")
+        if self.bulk_distance is not None and self.bulk_distance < 0:
+            raise ValueError("the bulk distance cannot be negative")
         if not self.mempool_interval > 0:
             raise ValueError("the mempool interval must be positive")
         if not self.db:
@@ -105,6 +110,7 @@ async def run_indexer(
             store,
             start_height=config.start_height,
             window=config.window,
+            bulk_distance=config.bulk_distance,
             mempool=config.mempool,
             mempool_interval=config.mempool_interval,
             progress=Progress() if config.progress else None,

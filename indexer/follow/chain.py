@@ -13,6 +13,11 @@ server's tip, several consecutive whole blocks per transaction (`Store.apply_blo
 the run is committed when it ends). A crash at any moment leaves the index at some whole block
 of some chain, and the next run continues from there the same way.
 
+More than `DEFAULT_BULK_DISTANCE` blocks below the server's tip, the store's secondary indexes
+are dropped for the run and built again when the walk reaches the tip (`Store.defer_indexes`,
+`indexer.store.bulk`): nobody reads the index that far behind, and keeping every index up to
+date row by row costs the writer more than building them once.
+
 The server's chain is authoritative (the pool talks to one server at a time): when it is behind
 us on our own chain we wait; when it is on another branch we follow it.
 """
@@ -20,6 +25,7 @@ us on our own chain we wait; when it is on another branch we follow it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -49,6 +55,8 @@ MAX_RESTARTS = 8  # walks in a row that change nothing before the round gives up
 # Blocks further than this below the server's tip are applied with `hold` (the store batches
 # their commits); the last ones, and every block while following, commit one by one.
 HOLD_DISTANCE = 8
+# Further than this below the server's tip, a walk defers the secondary indexes (see above).
+DEFAULT_BULK_DISTANCE = 5_000
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
 
@@ -107,7 +115,10 @@ class ChainFollower:
         progress: Progress | None = None,
         on_block: BlockCallback | None = None,
         fetch: Fetch | None = None,
+        bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
     ) -> None:
+        """`bulk_distance`: how far below the server's tip a walk defers the secondary indexes
+        (None: never)."""
         if start_height < 0:
             raise ValueError("the start height cannot be negative")
         self.client = client
@@ -117,6 +128,7 @@ class ChainFollower:
         self.max_bytes = max_bytes
         self.progress = progress
         self.on_block = on_block
+        self.bulk_distance = bulk_distance
         self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
         if store.prevouts is None:  # decoders may ask the server for outputs never indexed
             store.prevouts = lambda outpoints: fetch_prevouts(client, outpoints)
@@ -152,6 +164,7 @@ class ChainFollower:
                             return CatchUp(self.blocks_applied - first, undone, None)
                         done, removed = await self._at_server_tip(tip)
                         if done:
+                            await self._restore_indexes()
                             return CatchUp(self.blocks_applied - first, undone, tip.height)
                         undone += removed
                         stalls = 0 if removed else stalls + 1
@@ -163,6 +176,8 @@ class ChainFollower:
                         undone += await self._roll_back(tip.height, tip.height)
                         stalls = 0
                         continue
+                    if not self.following:  # the initial sync
+                        await self._defer_indexes(start)
                     await self._apply(linked, tip)
                 except (BlockChanged, ElectrumError) as exc:
                     # The chain moved under us (or a height vanished): walk again from the tip.
@@ -176,6 +191,35 @@ class ChainFollower:
         finally:
             if self.progress is not None:
                 self.progress.end()
+
+    async def _defer_indexes(self, next_height: int) -> None:
+        distance = self.bulk_distance
+        if distance is None or self.store.indexes_deferred:
+            return
+        if self.server_height - next_height < distance:  # headers come 2,016 at a time
+            height, _ = await self.client.get_tip()
+            self.server_height = max(self.server_height, height)
+        if self.server_height - next_height >= distance:
+            dropped = await self.store.defer_indexes()
+            log.info(
+                "secondary indexes deferred for the initial sync",
+                extra=fields(
+                    event="indexes_deferred",
+                    indexes=dropped,
+                    behind=self.server_height - next_height + 1,
+                ),
+            )
+
+    async def _restore_indexes(self) -> None:
+        if self.store.indexes_deferred:
+            began = time.monotonic()
+            built = await self.store.restore_indexes()
+            log.info(
+                "secondary indexes built",
+                extra=fields(
+                    event="indexes_built", indexes=built, seconds=round(time.monotonic() - began, 2)
+                ),
+            )
 
     async def _at_server_tip(self, tip: ChainTip) -> tuple[bool, int]:
         """Nothing above our tip: (True, 0) if we are at the server's tip (or ahead of a server

@@ -19,7 +19,13 @@ import contextlib
 import logging
 
 from indexer.electrum import ElectrumClient, ElectrumClientError, HeaderNotice
-from indexer.follow.chain import BlockCallback, CatchUp, ChainFollower, default_start_height
+from indexer.follow.chain import (
+    DEFAULT_BULK_DISTANCE,
+    BlockCallback,
+    CatchUp,
+    ChainFollower,
+    default_start_height,
+)
 from indexer.follow.fetch import DEFAULT_MAX_BYTES, DEFAULT_WINDOW
 from indexer.follow.logs import fields
 from indexer.follow.mempool import MempoolFollower
@@ -46,9 +52,11 @@ class Follower:
         on_block: BlockCallback | None = None,
         retry_delay: float = 0.5,
         max_retry_delay: float = 30.0,
+        bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
     ) -> None:
         """`start_height`: where a fresh index starts (None: 792772 on mainnet, else 0; an
-        index that has blocks continues from its tip). `window`: blocks fetched ahead."""
+        index that has blocks continues from its tip). `window`: blocks fetched ahead.
+        `bulk_distance`: see `indexer.follow.chain` (None: never defer the indexes)."""
         self.client = client
         self.store = store
         self.chain = ChainFollower(
@@ -59,6 +67,7 @@ class Follower:
             max_bytes=max_bytes,
             progress=progress,
             on_block=on_block,
+            bulk_distance=bulk_distance,
         )
         self._start_known = start_height is not None
         self._wake = asyncio.Event()

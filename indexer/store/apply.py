@@ -17,10 +17,12 @@ ahead of what other connections see by at most one batch. If anything fails or i
 mid-way, the open transaction (held blocks included) is rolled back and memory state is reloaded
 from the database before the next call.
 
-The store itself never waits for SQLite while applying a block (only at COMMIT): the tip is
-kept in memory, and BEGIN with the block row is `submit`ted to the SQLite thread, which runs
-it (and the decoders' submitted writes) while the event loop decodes the next block. Errors
-of submitted writes are collected before COMMIT, so they roll the transaction back.
+The store itself never waits for SQLite while applying a held block: the tip is kept in
+memory, and BEGIN with the block row is `submit`ted to the writer process
+(`indexer.store.writer`), which runs it (and the decoders' submitted writes) on another core
+while the event loop decodes the next block. A batch's COMMIT is queued too and checked at the
+next commit; the writer makes it only if every write of the batch ran, else rolls the batch
+back and refuses what follows until the store has reloaded (`_commit_held`).
 
 The follower's whole interface:
 
@@ -39,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import time as _time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -62,9 +63,10 @@ from indexer.decoders.base import (
     selector,
 )
 from indexer.snapshot import PoolSnapshot
-from indexer.store.db import collect, open_writer, submit
+from indexer.store import bulk
+from indexer.store.db import collect, commit_writes, open_writer, pace, submit
 from indexer.store.mempool import MempoolTracker
-from indexer.store.schema import CORE_MIGRATIONS, migrate
+from indexer.store.schema import CORE_MIGRATIONS, Migration, applied_versions, migrate
 
 # Up to this many pending outpoints, conflicts are found by searching the raw block for each
 # outpoint; beyond it every block transaction is decoded once instead.
@@ -208,6 +210,9 @@ class Store:
         self._tip_now: ChainTip | None = None  # valid while not dirty
         self._held = 0  # blocks applied in the open transaction, not yet committed
         self._held_since = 0.0  # monotonic time the open transaction began
+        self.indexes_deferred = False  # see `defer_indexes`
+        # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
+        self._pending_commit: asyncio.Future[BaseException | None] | None = None
         # Where decoders may fetch outputs the index never saw (the follower sets its server).
         self.prevouts: PrevoutFetcher | None = None
 
@@ -233,8 +238,14 @@ class Store:
         chosen = list(decoders) if decoders is not None else create_decoders(snapshot=snap)
         conn = await open_writer(path)
         try:
-            await migrate(conn, [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)])
+            migrations = [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)]
+            deferred = bool(await bulk.deferred(conn))
+            if deferred and await _pending(conn, migrations):
+                await bulk.restore(conn)  # migrations find the schema they wrote
+                deferred = False
+            await migrate(conn, migrations)
             store = cls(conn, chosen, snap, batch_blocks=batch_blocks, batch_seconds=batch_seconds)
+            store.indexes_deferred = deferred
             await store._reload()
         except BaseException:
             await conn.close()
@@ -251,12 +262,34 @@ class Store:
             await self.conn.close()
 
     async def commit(self) -> None:
-        """Commit the blocks applied with `hold=True` so far (no-op if there are none), then
-        let SQLite checkpoint the WAL without waiting for readers."""
+        """Commit the blocks applied with `hold=True` so far, and check the batches committed
+        along the way (no-op if there are none), then let SQLite checkpoint the WAL without
+        waiting for readers."""
         async with self._lock:
-            if self._held and not self._dirty:
+            if (self._held or self._pending_commit is not None) and not self._dirty:
                 await self._commit_held()
                 await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    async def defer_indexes(self) -> int:
+        """Drop the secondary indexes for a long initial sync (`indexer.store.bulk`); how many.
+        Held blocks are committed first."""
+        async with self._lock:
+            await self._ensure_loaded()
+            await self._commit_held()
+            dropped = await bulk.defer(self.conn)
+            self.indexes_deferred = True
+            return dropped
+
+    async def restore_indexes(self) -> int:
+        """Build the deferred secondary indexes again (no-op if none are); how many."""
+        async with self._lock:
+            if not self.indexes_deferred:
+                return 0
+            await self._ensure_loaded()
+            await self._commit_held()
+            built = await bulk.restore(self.conn)
+            self.indexes_deferred = False
+            return built
 
     @property
     def held_blocks(self) -> int:
@@ -419,7 +452,10 @@ class Store:
                 begin = not self._held
                 if begin:
                     self._held_since = _time.monotonic()
-                submit(self.conn, lambda raw: _begin_block(raw, block_row, begin))
+                # Open the transaction, or check the held one is still open (SQLite ends a
+                # transaction itself on some errors, and nothing may then run in autocommit).
+                opening = ("begin",) if begin else ("need_tx", "the batch's transaction ended")
+                submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
                 self._held += 1
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
@@ -432,7 +468,9 @@ class Store:
                     or self._held >= self.batch_blocks
                     or _time.monotonic() - self._held_since >= self.batch_seconds
                 ):
-                    await self._commit_held()
+                    await self._commit_held(wait=not hold)
+                else:
+                    await pace(self.conn)
             except BaseException:
                 await self._recover()
                 raise
@@ -450,17 +488,34 @@ class Store:
                 {d.name: len(r) for (d, _), r in zip(work, results, strict=True)},
             )
 
-    async def _commit_held(self) -> None:
-        if self._held:
-            try:
+    async def _commit_held(self, *, wait: bool = True) -> None:
+        """Commit the held blocks; the writer makes the COMMIT only if every write of the batch
+        ran, else rolls the batch back (its kept-back rows with it) and this raises.
+
+        `wait=False` (a batch boundary of the initial sync) queues the COMMIT and checks it at
+        the next commit: the event loop goes on decoding while the writer catches up, and is
+        never more than one batch ahead of it. A batch found to have failed then is gone from
+        the database with every block after it (the writer refuses them), and the in-memory
+        state is reloaded from the database, as after any failed write."""
+        try:
+            await self._check_commit()
+            if self._held:
                 for flush in self._flushers:  # rows decoders kept back within the batch
                     flush(self.conn)
-                await collect(self.conn)  # a write that failed must not be committed
-                await self.conn.execute("COMMIT")
-            except BaseException:
-                await self._recover()  # roll the batch back (its kept-back rows with it)
-                raise
-            self._held = 0
+                self._held = 0
+                self._pending_commit = commit_writes(self.conn)
+                if wait:
+                    await self._check_commit()
+        except BaseException:
+            await self._recover()
+            raise
+
+    async def _check_commit(self) -> None:
+        pending, self._pending_commit = self._pending_commit, None
+        if pending is not None:
+            error = await pending
+            if error is not None:
+                raise error
 
     def _block_conflicts(self, src: _Source) -> set[bytes]:
         """Pending txs that a block transaction double-spends, plus their descendants."""
@@ -496,7 +551,10 @@ class Store:
         """After a failure or cancellation: end any open transaction, reload memory state."""
         self._dirty = True
         self._held = 0
+        pending, self._pending_commit = self._pending_commit, None
         with contextlib.suppress(Exception):  # already reported, or about to be rolled back
+            if pending is not None:
+                await pending
             await collect(self.conn)
         await self.conn.execute("SELECT 1")  # queued behind whatever was in flight
         if self.conn.in_transaction:
@@ -511,12 +569,6 @@ class Store:
         self._dirty = False
 
 
-def _begin_block(raw: sqlite3.Connection, block_row: tuple[object, ...], begin: bool) -> None:
-    """On the SQLite thread: open the transaction (or check the held one is still open: SQLite
-    ends a transaction itself on some errors, and nothing may then run in autocommit), and
-    write the block row."""
-    if begin:
-        raw.execute("BEGIN IMMEDIATE")
-    elif not raw.in_transaction:
-        raise sqlite3.OperationalError("the batch's transaction ended early")
-    raw.execute(_INSERT_BLOCK, block_row)
+async def _pending(conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> bool:
+    applied = await applied_versions(conn)
+    return any(m.version > applied.get(m.component, 0) for m in migrations)

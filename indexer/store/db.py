@@ -20,16 +20,12 @@ to undo its rows makes a reorg fail loudly instead of leaving orphans behind.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import weakref
-from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-T = TypeVar("T")
+from indexer.store.writer import ProcessConnection, Step
 
 BUSY_TIMEOUT_MS = 5_000
 
@@ -54,8 +50,9 @@ READER_PRAGMAS: tuple[str, ...] = (
 
 async def open_writer(path: str | Path) -> aiosqlite.Connection:
     """The indexer's connection, in autocommit mode: the store issues BEGIN/COMMIT itself so
-    that a block's rows and the tip are always one explicit transaction."""
-    conn = await aiosqlite.connect(str(path), isolation_level=None)
+    that a block's rows and the tip are always one explicit transaction. It runs in a child
+    process (`indexer.store.writer`), so SQLite writes in parallel with the event loop."""
+    conn = await ProcessConnection(path)
     try:
         for pragma in WRITER_PRAGMAS:
             await conn.execute(pragma)
@@ -82,71 +79,49 @@ async def open_reader(path: str | Path) -> aiosqlite.Connection:
     return conn
 
 
-async def run_sync(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `fn(raw)` on the connection's own SQLite thread with its plain `sqlite3` connection.
-
-    One thread hop for any number of statements: aiosqlite hops once per `execute`, and a block
-    costs a dozen of them, each a wake-up of both threads. `fn` runs inside whatever
-    transaction is open on `conn` and must not commit or roll back itself.
-    """
-    # aiosqlite has no public hook for this: `_execute` queues a call for its thread.
-    raw: sqlite3.Connection = conn._conn
-    execute = cast(Callable[..., Awaitable[T]], conn._execute)
-    return await execute(fn, raw)
+def _writer(conn: aiosqlite.Connection) -> ProcessConnection:
+    if not isinstance(conn, ProcessConnection):
+        raise TypeError("queued writes need the writer connection (open_writer)")
+    return conn
 
 
-# Writes queued with `submit` and not yet collected, per connection.
-_queued: weakref.WeakKeyDictionary[aiosqlite.Connection, list[asyncio.Future[Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def submit(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], None]) -> None:
-    """Queue `fn(raw)` on the connection's SQLite thread and return at once, without waiting.
-
-    aiosqlite's thread runs its queue in order, so anything queued later on `conn` (awaited or
-    not) runs after `fn`: the event loop can decode the next block while SQLite writes this
-    one. Errors surface in `collect`, which the store calls before COMMIT (a failed write
-    therefore never commits: the store rolls the transaction back). Relies on aiosqlite's
-    private queue (`_tx`, items `(future, function)`), as `run_sync` relies on `_execute`.
-    """
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    conn._tx.put_nowait((future, partial(fn, conn._conn)))
-    _queued.setdefault(conn, []).append(future)
+def submit(conn: aiosqlite.Connection, steps: Sequence[Step]) -> None:
+    """Queue `steps` (see `indexer.store.writer_child.run_steps`) on the writer and return at
+    once, without waiting: the event loop decodes the next block while SQLite writes this one,
+    and anything sent later on `conn` (awaited or not) runs after them. Errors surface in
+    `collect`, which the store calls before COMMIT (a failed write therefore never commits:
+    the store rolls the transaction back)."""
+    _writer(conn).post(steps)
 
 
 def submit_many(
     conn: aiosqlite.Connection, statements: Sequence[tuple[str, Sequence[Sequence[object]]]]
 ) -> None:
-    """`submit` one `executemany` per (sql, rows) with rows, all in one queued call; nothing is
-    queued if every statement's rows are empty (a block without rows costs no thread hop).
-    Refuses to run outside a transaction (SQLite may have ended it on an earlier error)."""
-    todo = [(sql, rows) for sql, rows in statements if rows]
-    if not todo:
-        return
-
-    def run(raw: sqlite3.Connection) -> None:
-        if not raw.in_transaction:
-            raise sqlite3.OperationalError("no open transaction for the submitted writes")
-        for sql, rows in todo:
-            raw.executemany(sql, rows)
-
-    submit(conn, run)
+    """`submit` one `executemany` per (sql, rows) with rows, all in one request; nothing is
+    queued if every statement's rows are empty (a block without rows costs nothing). Refuses
+    to run outside a transaction (SQLite may have ended it on an earlier error)."""
+    todo: list[Step] = [("many", sql, rows, None, "") for sql, rows in statements if rows]
+    if todo:
+        submit(conn, [("need_tx", "no open transaction for the submitted writes"), *todo])
 
 
 async def collect(conn: aiosqlite.Connection) -> None:
     """Wait for every write `submit`ted on `conn`; raise the first one's error, if any."""
-    futures = _queued.pop(conn, [])
-    error: BaseException | None = None
-    for future in futures:
-        try:
-            await future
-        except Exception as exc:  # every future is awaited, so none is left unretrieved
-            error = error or exc
-    if error is not None:
-        raise error
+    await _writer(conn).sync()
+
+
+def commit_writes(conn: aiosqlite.Connection) -> asyncio.Future[BaseException | None]:
+    """Queue COMMIT, made only if every submitted write ran (see
+    `ProcessConnection.commit_posted`); the future gives the error that prevented it."""
+    return _writer(conn).commit_posted()
+
+
+async def pace(conn: aiosqlite.Connection) -> None:
+    """One event-loop turn if submitted writes wait to be handed to the writer (see
+    `ProcessConnection.pace`); the store calls it after each held block."""
+    await _writer(conn).pace()
 
 
 def pending_writes(conn: aiosqlite.Connection) -> int:
     """How many submitted writes are not yet collected (0 after `collect`)."""
-    return len(_queued.get(conn, ()))
+    return _writer(conn).posted

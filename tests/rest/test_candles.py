@@ -236,7 +236,7 @@ async def test_an_existing_index_gains_the_covering_trade_indexes(tmp_path: Path
     keeping its rows; the price point reads then never touch the table."""
     from indexer.decoders.cauldron.schema import MIGRATIONS
     from indexer.store import CORE_MIGRATIONS, migrate
-    from indexer.store.db import open_writer
+    from indexer.store.db import open_reader, open_writer
     from rest import queries_dex as qd
 
     db = tmp_path / "old.sqlite"
@@ -251,7 +251,7 @@ async def test_an_existing_index_gains_the_covering_trade_indexes(tmp_path: Path
     ]
     old.close()
     await _new_index(db)  # Store.open: the pending migrations
-    conn = await open_writer(db)
+    conn = await open_reader(db)  # as the data API reads it (and traceable in-process)
     try:
         cols = await conn.execute_fetchall("PRAGMA index_info(cauldron_trades_category_height)")
         assert [c[2] for c in cols][:4] == ["category", "height", "position", "time"]

@@ -1,0 +1,267 @@
+"""The writer connection in its own process, so SQLite works in parallel with the event loop.
+
+With aiosqlite the writer's SQLite calls run on a thread of the indexer's process, and every
+statement step releases and re-takes the GIL: while the event loop decodes the next block, the
+SQLite thread waits for the GIL after nearly every row, and the two threads end up taking turns
+(measured: the initial sync's wall time was the *sum* of both threads' CPU). Here the
+connection lives in a child process (`writer_child.py`): the event loop pickles each statement
+list onto a pipe and goes on; the child runs it on another core. Requests are pipelined and run
+in order, so `post` (no answer: block writes) never waits, `call` waits for its own answer,
+and `sync` returns the first error among the posts since the last sync.
+
+`ProcessConnection` is an `aiosqlite.Connection` for the part of its API the store, the decoders
+and the tests use (`execute`, `execute_fetchall`, `executemany`, `executescript`, `close`,
+`in_transaction`, `async with`); anything else raises (no connection object behind it).
+
+Crash safety is unchanged: the child commits only when told to, in the order the requests were
+sent, and on end of input (the parent exited or was killed) it closes the database without
+committing, which rolls back the open transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import pickle
+import sqlite3
+import struct
+import sys
+from collections import deque
+from collections.abc import Generator, Iterable, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import aiosqlite
+from aiosqlite.context import contextmanager
+
+Step = tuple[Any, ...]
+
+_LEN = struct.Struct("<I")
+_CHILD = Path(__file__).with_name("writer_child.py")
+
+
+class WriterGone(sqlite3.OperationalError):
+    """The writer process exited (or could not start)."""
+
+
+class _Rows:
+    """What a finished `execute` left: enough of a `sqlite3.Cursor` for `aiosqlite.Cursor`."""
+
+    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.arraysize = 1
+
+    def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    def close(self) -> None:
+        self._rows = []
+
+
+def _no_connector() -> sqlite3.Connection:
+    raise WriterGone("a ProcessConnection has no in-process connection")
+
+
+def _params(parameters: Iterable[Any] | None) -> Any:
+    if parameters is None:
+        return ()
+    return parameters if isinstance(parameters, tuple | list | dict) else list(parameters)
+
+
+class ProcessConnection(aiosqlite.Connection):
+    """See the module doc. Open with `await ProcessConnection(path)`."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(_no_connector, 64)
+        self._path = str(path)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._in_tx = False
+        self._posted = 0
+        self._gone: BaseException | None = None
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    def __await__(self) -> Generator[Any, None, ProcessConnection]:
+        return self._start().__await__()
+
+    async def _start(self) -> ProcessConnection:
+        if self._proc is None:
+            self._proc = await asyncio.create_subprocess_exec(
+                *(sys.executable, "-I", str(_CHILD), self._path),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            _widen_pipe(self._proc.stdin)
+            self._reader = asyncio.create_task(self._read_answers())
+        return self
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        self._running = False
+        if proc.stdin is not None and self._gone is None:
+            with contextlib.suppress(ConnectionError):
+                proc.stdin.write(_frame(("close", [])))
+                await proc.stdin.drain()
+                proc.stdin.close()
+        await proc.wait()
+        if self._reader is not None:
+            await self._reader  # ends at the child's end of output
+        self._fail(WriterGone("the writer connection is closed"))
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def post(self, steps: Sequence[Step]) -> None:
+        """Queue `steps` and return at once (errors come back from `sync`)."""
+        self._send(("post", list(steps)))
+        self._posted += 1
+
+    async def call(self, steps: Sequence[Step]) -> Any:
+        """Run `steps` after everything sent before; their result (see `run_steps`)."""
+        future = self._request(("call", list(steps)))
+        await self._drain()
+        return await future
+
+    async def sync(self) -> None:
+        """Wait for every post so far; raise the first one's error, if any."""
+        future = self._request(("sync", []))
+        self._posted = 0
+        await self._drain()
+        error = await future
+        if error is not None:
+            raise error
+
+    def commit_posted(self) -> asyncio.Future[Any]:
+        """Queue a COMMIT of the open transaction, made only if every post since the last sync
+        ran (else the child rolls back, and refuses every later post and commit until the
+        next `sync`); the future gives the error, or None. Awaiting it later, not now, lets
+        the event loop go on while the child catches up."""
+        return self._request(("commit", []))
+
+    async def pace(self) -> None:
+        """Let the event loop hand buffered requests to the pipe. The pipe is written when the
+        loop reaches its selector, and a busy loop whose awaits all complete at once (blocks
+        already fetched, no SQLite answer awaited) may not get there for a whole batch: the
+        writer would sit idle, then get the batch at once. One loop turn when anything waits."""
+        proc = self._proc
+        if proc is not None and proc.stdin and proc.stdin.transport.get_write_buffer_size():
+            await asyncio.sleep(0)
+
+    @property
+    def posted(self) -> int:
+        """Posts since the last `sync`."""
+        return self._posted
+
+    @property
+    def in_transaction(self) -> bool:
+        """As of the last answer (exact right after any awaited request)."""
+        return self._in_tx
+
+    # --- the aiosqlite API the store uses ---------------------------------------------------
+
+    @contextmanager
+    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> aiosqlite.Cursor:
+        rows, rowcount, lastrowid = await self.call([("exec", sql, _params(parameters))])
+        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows(rows, rowcount, lastrowid)))
+
+    @contextmanager
+    async def execute_fetchall(
+        self, sql: str, parameters: Iterable[Any] | None = None
+    ) -> Iterable[sqlite3.Row]:
+        rows, _, _ = await self.call([("exec", sql, _params(parameters))])
+        return cast(Iterable[sqlite3.Row], rows)
+
+    @contextmanager
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> aiosqlite.Cursor:
+        rows = [_params(p) for p in parameters]
+        await self.call([("many", sql, rows, None, "")])
+        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows([], len(rows), None)))
+
+    @contextmanager
+    async def executescript(self, sql_script: str) -> aiosqlite.Cursor:
+        await self.call([("script", sql_script)])
+        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows([], -1, None)))
+
+    async def _execute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`aiosqlite.Cursor` calls this with the `_Rows` methods: local, nothing to queue."""
+        return fn(*args, **kwargs)
+
+    # --- the pipe ----------------------------------------------------------------------------
+
+    def _send(self, request: tuple[str, list[Step]]) -> None:
+        if self._gone is not None:
+            raise WriterGone(str(self._gone))
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise WriterGone("the writer connection is not open")
+        proc.stdin.write(_frame(request))
+
+    def _request(self, request: tuple[str, list[Step]]) -> asyncio.Future[Any]:
+        self._send(request)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        return future
+
+    async def _drain(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.stdin is not None:
+            try:
+                await proc.stdin.drain()
+            except ConnectionError as exc:
+                self._fail(WriterGone(f"the writer process is gone: {exc}"))
+
+    async def _read_answers(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        out = proc.stdout
+        try:
+            while True:
+                head = await out.readexactly(4)
+                ok, value, in_tx = pickle.loads(await out.readexactly(_LEN.unpack(head)[0]))
+                self._in_tx = in_tx
+                future = self._waiting.popleft()
+                if future.done():  # its caller was cancelled; the order still holds
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self._fail(WriterGone("the writer process exited"))
+
+    def _fail(self, error: BaseException) -> None:
+        self._gone = self._gone or error
+        self._in_tx = False
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(WriterGone(str(error)))
+
+
+def _widen_pipe(stdin: asyncio.StreamWriter | None) -> None:
+    """Give the request pipe 1 MiB instead of Linux's default 64 KiB (where allowed): a few
+    hundred blocks of writes then fit without waiting for the loop to come round."""
+    if stdin is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    pipe = stdin.transport.get_extra_info("pipe")
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+
+
+def _frame(request: tuple[str, list[Step]]) -> bytes:
+    body = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(body)) + body

@@ -1,0 +1,105 @@
+"""Secondary indexes deferred during a long initial sync (`indexer.store.bulk`): they come back
+exactly as the migrations wrote them, across a restart and an upgrade, and the rows are the
+scenario ledger's. Expected rows come from the ledger; expected indexes from a fresh store."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from indexer.decoders.cauldron.schema import MIGRATIONS
+from indexer.follow.logs import record_fields
+from indexer.snapshot import PoolSnapshot
+from indexer.store import CORE_MIGRATIONS, Store, bulk, migrate
+from indexer.store.db import open_writer
+from tests.indexer.test_follower_ledger import check_against_ledger
+from tests.indexer.test_follower_support import SMALL, following, generate, urls
+from tests.indexer.test_store_scenario import build_chain, dump
+
+
+async def indexes(conn: aiosqlite.Connection) -> list[tuple[str, str]]:
+    rows = await conn.execute_fetchall(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
+    )
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+async def fresh_indexes(path: Path) -> list[tuple[str, str]]:
+    store = await Store.open(path, snapshot=PoolSnapshot())
+    try:
+        return await indexes(store.conn)
+    finally:
+        await store.close()
+
+
+async def test_deferred_indexes_come_back_exactly_after_a_restart(tmp_path: Path) -> None:
+    want = await fresh_indexes(tmp_path / "fresh.sqlite")
+    sc = build_chain(seed=43, n_blocks=12, actions=8)
+    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
+    try:
+        dropped = await store.defer_indexes()
+        left = await indexes(store.conn)
+        assert dropped == len(want) - len(left) >= 20
+        assert all(sql.upper().startswith("CREATE UNIQUE") for _, sql in left)
+        assert sorted(await bulk.deferred(store.conn)) == sorted(
+            name for name, _ in want if (name, _) not in left
+        )
+        for b in sc.blocks[:6]:
+            await store.apply_block(b.height, b.raw, hold=True)
+    finally:
+        await store.close()
+    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
+    try:
+        assert store.indexes_deferred  # nothing to migrate: the sync goes on without them
+        for b in sc.blocks[6:]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        assert await store.restore_indexes() == dropped
+        assert not store.indexes_deferred
+        assert await indexes(store.conn) == want
+        assert await store.restore_indexes() == 0
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+    finally:
+        await store.close()
+
+
+async def test_an_upgrade_builds_deferred_indexes_before_migrating(tmp_path: Path) -> None:
+    """Cauldron #3 drops an index: run on a schema whose indexes are deferred, it would fail."""
+    want = await fresh_indexes(tmp_path / "fresh.sqlite")
+    db = tmp_path / "old.sqlite"
+    conn = await open_writer(db)
+    try:
+        await migrate(conn, [*CORE_MIGRATIONS, MIGRATIONS[0]])
+        assert await bulk.defer(conn) > 0
+    finally:
+        await conn.close()
+    store = await Store.open(db, snapshot=PoolSnapshot())
+    try:
+        assert not store.indexes_deferred
+        assert await bulk.deferred(store.conn) == []
+        assert await indexes(store.conn) == want
+    finally:
+        await store.close()
+
+
+async def test_a_long_sync_defers_the_indexes_and_builds_them_at_the_tip(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    want = await fresh_indexes(tmp_path / "fresh.sqlite")
+    net, result = await generate(SMALL.replace(seed=4))
+    try:
+        with caplog.at_level(logging.INFO, "indexer.follow"):
+            async with following(urls(net), bulk_distance=0) as run:
+                assert not run.store.indexes_deferred
+                assert await indexes(run.store.conn) == want
+                await check_against_ledger(run.store.conn, result.ledger)
+        events = [record_fields(r).get("event") for r in caplog.records]
+        assert events.count("indexes_deferred") == 1
+        assert events.count("indexes_built") == 1
+        assert events.index("indexes_deferred") < events.index("indexes_built")
+    finally:
+        await net.stop()
