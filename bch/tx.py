@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -125,40 +125,73 @@ class FungibleTemplate:
     locking: bytes
     category: bytes
     _head: bytes = field(init=False, repr=False, compare=False)
+    # Per CompactSize width of the amount (1, 3, 5, 9 bytes): the script field's length,
+    # then the prefix's head; only the amount and the bytecode follow.
+    _leads: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         head = TokenData(self.category, 1).encode_prefix()[:-1]  # ef ‖ category ‖ bitfield
         object.__setattr__(self, "_head", head)
+        leads = tuple(
+            compact_size(len(head) + width + len(self.locking)) + head for width in (1, 3, 5, 9)
+        )
+        object.__setattr__(self, "_leads", leads)
 
     def output(self, value: int, amount: int) -> TxOutput:
         """`TxOutput(value, locking, TokenData(category, amount))`, encoded.
 
-        The two frozen dataclasses are filled slot by slot rather than through their
-        `__init__` (half the cost, and a router makes one per pool it trades): the category
-        was checked when the template was made, and an amount `TokenData` would refuse is
-        still refused by `TokenData` itself. `tests/router/test_fast_paths.py` holds the
-        result equal, field for field and byte for byte, to the plain constructors'."""
-        category, locking = self.category, self.locking
-        if not 0 < amount <= MAX_TOKEN_AMOUNT:
-            TokenData(category, amount)  # raises its own error (0 without an NFT, or range)
+        The two frozen dataclasses are filled slot by slot through the slots' own
+        descriptors rather than their `__init__` (a third of the cost, and a router makes one
+        per pool it trades), and the bytes are the value, the script field's length and
+        prefix head for the amount's width (made once per width), the amount's CompactSize
+        and the bytecode: the category was checked when the template was made, and an amount
+        `TokenData` would refuse is still refused by `TokenData` itself.
+        `tests/router/test_fast_paths.py` holds the result equal, field for field and byte
+        for byte, to the plain constructors'."""
+        if amount < 0xFD:
+            if amount < 1:
+                TokenData(self.category, amount)  # raises its own error (0 without an NFT)
+            lead = self._leads[0]
+            amount_bytes = _ONE_BYTE[amount]
+        elif amount <= 0xFFFF:
+            lead = self._leads[1]
+            amount_bytes = _CS16(0xFD, amount)
+        elif amount <= 0xFFFFFFFF:
+            lead = self._leads[2]
+            amount_bytes = _CS32(0xFE, amount)
+        else:
+            if amount > MAX_TOKEN_AMOUNT:
+                TokenData(self.category, amount)  # raises its own error (range)
+            lead = self._leads[3]
+            amount_bytes = _CS64(0xFF, amount)
         token = _new(TokenData)
-        _set(token, "category", category)
-        _set(token, "amount", amount)
-        _set(token, "nft", None)
-        amount_bytes = compact_size(amount)
-        field_len = len(self._head) + len(amount_bytes) + len(locking)
+        _t_category(token, self.category)
+        _t_amount(token, amount)
+        _t_nft(token, None)
+        locking = self.locking
         out = _new(TxOutput)
-        _set(out, "value", value)
-        _set(out, "locking", locking)
-        _set(out, "token", token)
-        _set(
-            out,
-            "_encoded",
-            b"".join(
-                (_U64.pack(value), compact_size(field_len), self._head, amount_bytes, locking)
-            ),
-        )
+        _o_value(out, value)
+        _o_locking(out, locking)
+        _o_token(out, token)
+        _o_encoded(out, _U64.pack(value) + lead + amount_bytes + locking)
         return out
+
+
+def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The `__set__` of `cls`'s slot descriptors (what `object.__setattr__` ends up calling,
+    without its lookup): `FungibleTemplate.output` fills frozen values with them."""
+    slots = vars(cls)
+    return tuple(slots[name].__set__ for name in names)
+
+
+_t_category, _t_amount, _t_nft = _slot_setters(TokenData, "category", "amount", "nft")
+_o_value, _o_locking, _o_token, _o_encoded = _slot_setters(
+    TxOutput, "value", "locking", "token", "_encoded"
+)
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0xFD))
+_CS16 = struct.Struct("<BH").pack
+_CS32 = struct.Struct("<BI").pack
+_CS64 = struct.Struct("<BQ").pack
 
 
 def decode_output(reader: Reader) -> TxOutput:
@@ -227,10 +260,12 @@ class Transaction:
     def to_bytes(self) -> bytes:
         if self.raw is not None:
             return self.raw
+        # Kept bytes are read from the slot (a router's transaction is mostly pools whose
+        # inputs and outputs carry theirs), the rest encoded.
         parts = [_I32.pack(self.version), compact_size(len(self.inputs))]
-        parts += [i.encode() for i in self.inputs]
+        parts += [i._encoded or i.encode() for i in self.inputs]
         parts.append(compact_size(len(self.outputs)))
-        parts += [o.encode() for o in self.outputs]
+        parts += [o._encoded or o.encode() for o in self.outputs]
         parts.append(_U32.pack(self.locktime))
         return b"".join(parts)
 
@@ -267,7 +302,27 @@ class Transaction:
 
 
 def parse_transaction(buf: bytes, pos: int = 0) -> tuple[Transaction, int]:
-    """Parse a transaction starting at `pos`; return it and the offset just after it."""
+    """Parse a transaction starting at `pos`; return it and the offset just after it.
+
+    One pass with `struct.unpack_from` and slot-filled values (`_parse_fast`), a few times
+    cheaper than going through `Reader` (the indexer parses every Cauldron candidate, tens of
+    inputs and outputs each). Anything that pass does not accept (malformed, or merely rare:
+    CompactSize counts ≥ 253, scripts ≥ 65,536 bytes) is parsed again by the bounds-checked
+    reference, `_parse_checked`, so results and errors are the reference's exactly
+    (`tests/bch/test_tx.py` holds the two equal on the vectors and on mutated transactions).
+    """
+    if _FAST_LAYOUT and type(buf) is bytes:
+        try:
+            parsed = _parse_fast(buf, pos)
+        except (IndexError, struct.error):  # ran past the end: let the reference report it
+            parsed = None
+        if parsed is not None:
+            return parsed
+    return _parse_checked(buf, pos)
+
+
+def _parse_checked(buf: bytes, pos: int = 0) -> tuple[Transaction, int]:
+    """The reference parser: every field read through `Reader`, every error reported."""
     reader = Reader(buf, pos)
     version = reader.i32("version")
     n_in = reader.compact("input count")
@@ -288,3 +343,142 @@ def parse_transaction(buf: bytes, pos: int = 0) -> tuple[Transaction, int]:
     end = reader.pos
     raw = buf[pos:end] if (pos or end != len(buf)) else buf
     return Transaction(version, tuple(inputs), tuple(outputs), locktime, bytes(raw)), end
+
+
+# --- the fast pass -------------------------------------------------------------------------------
+# Values are made as their constructors would make them, slot by slot (a frozen dataclass's
+# `__init__` costs a Python frame and an `object.__setattr__` per field). Only while the classes
+# have exactly the slots filled here; otherwise every parse takes the reference path.
+
+_unpack_i32 = _I32.unpack_from
+_unpack_u32 = _U32.unpack_from
+_unpack_input_head = struct.Struct("<32sIB").unpack_from  # txid, index, script length
+_unpack_output_head = struct.Struct("<QB").unpack_from  # value, script length
+_unpack_u16 = struct.Struct("<H").unpack_from
+_tuple_new = tuple.__new__
+_MIN_WIDE = (0xFD, 0x10000, 0x100000000)  # least value of a 3-, 5-, 9-byte CompactSize
+_HAS_AMOUNT_ONLY = 0x10  # token bitfield of a fungible amount without an NFT
+
+
+_INPUT_SLOTS = ("outpoint", "unlocking", "sequence", "_encoded")
+_OUTPUT_SLOTS = ("value", "locking", "token", "_encoded")
+_TOKEN_SLOTS = ("category", "amount", "nft")
+_Setter = Callable[[Any, Any], None]
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _setters(cls: type, names: tuple[str, ...]) -> tuple[_Setter, ...]:
+    """The slots' own descriptors' `__set__` (what `object.__setattr__` ends up calling)."""
+    slots = vars(cls)
+    return tuple(slots[name].__set__ for name in names)
+
+
+_FAST_LAYOUT = (
+    _slots(TxInput) == _INPUT_SLOTS
+    and _slots(TxOutput) == _OUTPUT_SLOTS
+    and _slots(TokenData) == _TOKEN_SLOTS
+)
+if _FAST_LAYOUT:
+    _in_outpoint, _in_unlocking, _in_sequence, _in_encoded = _setters(TxInput, _INPUT_SLOTS)
+    _out_value, _out_locking, _out_token, _out_encoded = _setters(TxOutput, _OUTPUT_SLOTS)
+    _tok_category, _tok_amount, _tok_nft = _setters(TokenData, _TOKEN_SLOTS)
+
+
+def _parse_fast(buf: bytes, pos: int) -> tuple[Transaction, int] | None:
+    """`_parse_checked` for the common shapes, or None where it might differ from it.
+
+    Reads past the end raise IndexError/struct.error (the caller falls back); a slice past the
+    end is short but harmless, because a read at or beyond its end follows it (offsets only
+    grow). A token prefix other than a plain fungible amount is decoded by
+    `decode_token_prefix` itself, whose error is then the reference's: everything before it
+    was read exactly as the reference reads it.
+    """
+    n = len(buf)
+    version = _unpack_i32(buf, pos)[0]
+    p = pos + 4
+    count = buf[p]
+    p += 1
+    if count >= 0xFD or count > (n - p) // 41:
+        return None
+    inputs: list[TxInput] = []
+    add = inputs.append
+    for _ in range(count):
+        txid, index, size = _unpack_input_head(buf, p)
+        q = p + 37
+        if size >= 0xFD:
+            if size > 0xFD:
+                return None
+            size = _unpack_u16(buf, q)[0]
+            if size < 0xFD:
+                return None  # not minimal: the reference reports it
+            q += 2
+        stop = q + size
+        inp = _new(TxInput)
+        _in_outpoint(inp, _tuple_new(OutPoint, (txid, index)))
+        _in_unlocking(inp, buf[q:stop])
+        _in_sequence(inp, _unpack_u32(buf, stop)[0])
+        _in_encoded(inp, None)
+        add(inp)
+        p = stop + 4
+    count = buf[p]
+    p += 1
+    if count >= 0xFD or count > (n - p) // 9:
+        return None
+    outputs: list[TxOutput] = []
+    add_out = outputs.append
+    for _ in range(count):
+        value, size = _unpack_output_head(buf, p)
+        start = p + 9
+        if size >= 0xFD:
+            if size > 0xFD:
+                return None
+            size = _unpack_u16(buf, start)[0]
+            if size < 0xFD:
+                return None
+            start += 2
+        stop = start + size
+        if stop > n:
+            return None
+        out = _new(TxOutput)
+        if size and buf[start] == PREFIX_TOKEN:
+            lead = start + 34  # ef ‖ category ‖ bitfield
+            if lead >= stop:
+                return None  # too short for a prefix with an amount
+            if buf[lead - 1] == _HAS_AMOUNT_ONLY:
+                amount = buf[lead]
+                if amount < 0xFD:
+                    after = lead + 1
+                else:
+                    width = 2 if amount == 0xFD else 4 if amount == 0xFE else 8
+                    after = lead + 1 + width
+                    if after > stop:
+                        return None
+                    amount = int.from_bytes(buf[lead + 1 : after], "little")
+                    if amount < _MIN_WIDE[width >> 2] or amount > MAX_TOKEN_AMOUNT:
+                        return None
+                if amount == 0:
+                    return None
+                token = _new(TokenData)
+                _tok_category(token, buf[start + 1 : lead - 1])
+                _tok_amount(token, amount)
+                _tok_nft(token, None)
+            else:
+                sub = Reader(buf, start, stop)
+                token = decode_token_prefix(sub)
+                after = sub.pos
+            _out_token(out, token)
+            _out_locking(out, buf[after:stop])
+        else:
+            _out_token(out, None)
+            _out_locking(out, buf[start:stop])
+        _out_value(out, value)
+        _out_encoded(out, None)
+        add_out(out)
+        p = stop
+    locktime = _unpack_u32(buf, p)[0]
+    end = p + 4
+    raw = buf[pos:end] if (pos or end != n) else buf
+    return Transaction(version, tuple(inputs), tuple(outputs), locktime, raw), end

@@ -133,26 +133,25 @@ class KnownOwners(Collection[bytes]):
     its bytecodes hashed on every call.
     """
 
-    __slots__ = ("_by_bytecode",)
+    __slots__ = ("_by_bytecode", "_pkhs")
 
     def __init__(self, pkhs: Iterable[bytes] = ()) -> None:
         self._by_bytecode: dict[bytes, bytes] = {}
+        # The pkhs again, so membership is one set lookup (the indexer asks per pool touched).
+        self._pkhs: set[bytes] = set()
         for pkh in pkhs:
             self.add(pkh)
 
     def add(self, pkh: bytes) -> None:
         self._by_bytecode[pool_locking_bytecode(pkh)] = pkh
+        self._pkhs.add(pkh)
 
     def owner_of(self, locking: bytes) -> bytes | None:
         """The owner whose pool bytecode `locking` is, if known."""
         return self._by_bytecode.get(locking)
 
     def __contains__(self, pkh: object) -> bool:
-        return (
-            isinstance(pkh, bytes)
-            and len(pkh) == PKH_LEN
-            and pool_locking_bytecode(pkh) in self._by_bytecode
-        )
+        return isinstance(pkh, bytes) and pkh in self._pkhs
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._by_bytecode.values())

@@ -21,6 +21,7 @@ from bch.block import (
     merkle_branch,
     merkle_root,
     merkle_root_from_branch,
+    output0_spends_and_categories,
     parse_block,
     scan_transaction,
     serialize_block,
@@ -29,6 +30,7 @@ from bch.encoding import DecodeError, compact_size
 from bch.script import p2pkh_locking, push_data, push_int
 from bch.token import NFT, Capability, TokenData
 from bch.tx import MAX_SATS, OutPoint, Transaction, TxInput, TxOutput, parse_transaction
+from tests.bch.test_tx import transactions
 from tests.conftest import load_vectors
 
 CASHTOKENS = "vmb/bch_2025_standard.core.cashtokens.vmb_tests.json"
@@ -476,3 +478,21 @@ def test_random_bytes_only_raise_decode_error(buf: bytes) -> None:
     for parse in (Block, lambda b: scan_transaction(b, 0)):
         with contextlib.suppress(DecodeError):
             parse(buf)
+
+
+# --- output0_spends_and_categories (the registry's prefilter walk) --------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(transactions(), min_size=1, max_size=2))
+def test_output0_spends_and_categories_match_the_decoded_transaction(
+    drawn: list[Transaction],
+) -> None:
+    txs = [tx.replace(outputs=tx.outputs[:50]) for tx in drawn]
+    raw = b"".join(t.to_bytes() for t in txs)
+    pos = 0
+    for tx in txs:
+        zeros, categories = output0_spends_and_categories(raw, pos)
+        assert zeros == [i.outpoint.txid for i in tx.inputs if i.outpoint.index == 0]
+        assert categories == [o.token.category for o in tx.outputs if o.token is not None]
+        pos += len(tx.to_bytes())

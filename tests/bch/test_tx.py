@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 from typing import Any
@@ -17,6 +18,8 @@ from bch.tx import (
     Transaction,
     TxInput,
     TxOutput,
+    _parse_checked,
+    _parse_fast,
     decode_outputs,
     encode_outputs,
     hex_to_hash,
@@ -354,3 +357,86 @@ def test_replace_drops_the_cached_bytes() -> None:
     assert changed.to_bytes()[:4] == b"\x01\x00\x00\x00"
     assert changed.txid != tx.txid
     assert changed.to_bytes()[4:] == tx.to_bytes()[4:]
+
+
+# --- the fast pass of parse_transaction against its reference -------------------------------------
+# `parse_transaction` reads common shapes in one unchecked pass and hands everything else to the
+# bounds-checked `_parse_checked`; the two must agree on every input, valid or not: the same
+# values (every slot, types included) or the same error (type and message).
+
+
+def _deep(value: object) -> object:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)  # compare=False slots too (`_encoded`)
+        return (type(value), *(_deep(getattr(value, f.name)) for f in fields))
+    if isinstance(value, tuple):
+        return (type(value), *(_deep(v) for v in value))
+    return (type(value), value)
+
+
+def _outcome(parse: Any, buf: bytes, pos: int) -> object:
+    try:
+        tx, end = parse(buf, pos)
+    except Exception as exc:  # the error itself is what is compared
+        return ("error", type(exc), str(exc))
+    return ("ok", _deep(tx), end)
+
+
+def _assert_same(buf: bytes, pos: int = 0) -> None:
+    assert _outcome(parse_transaction, buf, pos) == _outcome(_parse_checked, buf, pos)
+
+
+@settings(max_examples=100, deadline=None)
+@given(transactions(), st.data())
+def test_fast_parse_equals_reference(tx: Transaction, data: st.DataObject) -> None:
+    raw = tx.to_bytes()
+    _assert_same(raw)
+    lead = data.draw(st.binary(max_size=3))
+    _assert_same(lead + raw + data.draw(st.binary(max_size=3)), len(lead))
+    _assert_same(raw[: data.draw(st.integers(min_value=0, max_value=len(raw)))])
+    for _ in range(4):
+        mutated = bytearray(raw)
+        mutated[data.draw(st.integers(min_value=0, max_value=len(raw) - 1))] = data.draw(
+            st.sampled_from([0x00, 0x10, 0x20, 0x32, 0x70, 0xEF, 0xFC, 0xFD, 0xFE, 0xFF])
+        )
+        _assert_same(bytes(mutated))
+
+
+@pytest.mark.parametrize("raw", _few_vectors(), ids=lambda r: f"{len(r)}B")
+def test_fast_parse_equals_reference_on_every_mutation(raw: bytes) -> None:
+    step = 1 + len(raw) // 400  # every byte of the small vectors, a spread of the largest
+    for cut in range(0, len(raw), step):
+        _assert_same(raw[:cut])
+    for at in range(0, len(raw), step):
+        for byte in (0x00, 0x10, 0xEF, 0xFD, 0xFF, raw[at] ^ 0x80):
+            _assert_same(raw[:at] + bytes((byte,)) + raw[at + 1 :])
+
+
+def test_fast_parse_equals_reference_on_every_vector() -> None:
+    raws = {bytes.fromhex(v[4]) for v in VMB}
+    for raw in raws:
+        _assert_same(raw)
+    for vector in INVALID_PREFIXES:  # each malformed prefix inside an output
+        prefix = bytes.fromhex(vector["prefix"])
+        _assert_same(_simple_tx([prefix + P2PKH])[0])
+
+
+def test_fast_pass_takes_the_common_shapes() -> None:
+    """The shapes of a Cauldron trade (fungible tokens, 2-byte script lengths) never need the
+    reference: otherwise the equality tests above would not exercise the fast pass at all."""
+    token = TokenData(bytes(range(32)), 0xFFFF_FFFF_FF)
+    tx = Transaction.build(
+        [TxInput(OutPoint(bytes(32), 7), b"\x44" + bytes(300)), TxInput(OutPoint(b"\x01" * 32, 0))],
+        [TxOutput(1000, P2PKH, token), TxOutput(5, b"\x6a" + bytes(260)), TxOutput(0, P2PKH)],
+    )
+    raw = tx.to_bytes()
+    fast = _parse_fast(raw, 0)
+    assert fast is not None
+    assert fast[0] == tx and fast[1] == len(raw)
+    assert _deep(fast[0]) == _deep(_parse_checked(raw)[0])
+    nft = TokenData(bytes(32), 0, NFT(Capability.MINTING, b"\x01\x02"))
+    with_nft = tx.replace(outputs=(TxOutput(1, P2PKH, nft),)).to_bytes()
+    assert _parse_fast(with_nft, 0) is not None  # decoded by decode_token_prefix in the pass
+    many_inputs = tx.replace(inputs=tx.inputs[:1] * 0xFD).to_bytes()
+    assert _parse_fast(many_inputs, 0) is None  # left to the reference
+    assert _deep(parse_transaction(many_inputs)[0]) == _deep(_parse_checked(many_inputs)[0])

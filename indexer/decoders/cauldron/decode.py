@@ -16,7 +16,6 @@ from __future__ import annotations
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from bch.encoding import DecodeError
 from bch.hashes import hash160
@@ -36,7 +35,9 @@ from indexer.decoders.cauldron.model import (
     Trade,
     TraderSeen,
 )
+from protocols.cauldron.contract import REDEEM_SUFFIX
 from protocols.cauldron.detect import (
+    SUMMON_HEAD,
     CauldronActivity,
     KnownOwners,
     detect,
@@ -72,15 +73,18 @@ class OwnerOverlay(KnownOwners):
 def revealed_owners(txs: Iterable[Transaction]) -> list[bytes]:
     """Owners these transactions reveal: SUMMON markers and pool spends (first-seen order)."""
     seen: dict[bytes, None] = {}
+    suffix, head = REDEEM_SUFFIX, SUMMON_HEAD  # the cheap C-level tests first
     for tx in txs:
         for inp in tx.inputs:
-            pkh = pool_spend_pkh(inp.unlocking)
-            if pkh is not None:
-                seen.setdefault(pkh)
+            if inp.unlocking.endswith(suffix):
+                pkh = pool_spend_pkh(inp.unlocking)
+                if pkh is not None:
+                    seen.setdefault(pkh)
         for out in tx.outputs:
-            pkh = parse_summon(out.locking)
-            if pkh is not None:
-                seen.setdefault(pkh)
+            if out.locking.startswith(head):
+                pkh = parse_summon(out.locking)
+                if pkh is not None:
+                    seen.setdefault(pkh)
     return list(seen)
 
 
@@ -125,6 +129,16 @@ def p2pkh_spender(unlocking: bytes) -> bytes | None:
     address of a trade needs no lookup of the output it spends. Shape check only: a P2SH spend
     whose two pushes happen to look like a signature and a public key would be miscounted.
     """
+    n = len(unlocking)
+    sig_len = unlocking[0] if n else 0
+    if 9 <= sig_len <= 73 and n in (sig_len + 35, sig_len + 67):
+        # The usual shape, two direct pushes: read in place (what `pushes` would return).
+        key_len = unlocking[sig_len + 1]
+        if key_len == n - sig_len - 2:
+            lead = unlocking[sig_len + 2]
+            if (key_len == 33 and lead in (2, 3)) or (key_len == 65 and lead == 4):
+                return hash160(unlocking[sig_len + 2 :])
+            return None
     try:
         items = pushes(unlocking)
     except DecodeError:
@@ -139,23 +153,12 @@ def p2pkh_spender(unlocking: bytes) -> bytes | None:
     return hash160(pubkey)
 
 
+_new = tuple.__new__  # a named tuple without its Python-level `__new__`
+
+
 def month_of(unix_time: int) -> str:
     """UTC calendar month "YYYY-MM"."""
     return _time.strftime("%Y-%m", _time.gmtime(unix_time))
-
-
-class _Change(NamedTuple):
-    """A PoolEvent before its sequence number and the transaction's pool count are known."""
-
-    kind: EventKind
-    lineage: OutPoint
-    owner_pkh: bytes
-    category: bytes
-    input_index: int | None = None
-    output_index: int | None = None
-    before: tuple[int, int] | None = None
-    after: tuple[int, int] | None = None
-    lp_fee: int | None = None
 
 
 @dataclass(slots=True)
@@ -182,119 +185,111 @@ class CauldronContext:
 
 
 def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[Row]:
-    """The rows of one transaction; moves the pools it spends/creates in `ctx.pools`."""
+    """The rows of one transaction; moves the pools it spends/creates in `ctx.pools`.
+
+    Written for speed (a trade moves up to 50 pools, every one through here): the values are
+    named tuples made with `tuple.__new__`, in one pass over the spends and one over the
+    creations, each change kept as the fields of its `PoolEvent` after `seq`… until
+    `pools_touched`, which is known only at the end.
+    """
     act = ctx.activity(btx)
     if act.is_empty:
         return []
-    tx, txid = btx.tx, btx.txid
+    tx, txid, position = btx.tx, btx.txid, btx.position
+    height, time = ctx.height, ctx.time
+    inputs, outputs = tx.inputs, tx.outputs
+    pools, outside = ctx.pools, ctx.outside
     rows: list[Row] = []
     new_pools: list[PoolUtxo] = []
-    changes: list[_Change] = []
+    # (kind, lineage, owner, category, input, output, before, after, lp_fee) per change.
+    changes: list[tuple[object, ...]] = []
     owners: list[bytes] = [s.owner_pkh for s in act.summons]
 
-    def new_pool(index: int, lineage: OutPoint | None, owner: bytes, via: PoolVia) -> PoolUtxo:
-        out = tx.outputs[index]
-        assert out.token is not None  # detect only hands out FT-carrying outputs
-        op = OutPoint(txid, index)
-        pool = PoolUtxo(
-            op,
-            lineage or op,
-            owner,
-            out.token.category,
-            out.value,
-            out.token.amount,
-            ctx.height,
-            ctx.time,
-            btx.position,
-            via,
-        )
-        new_pools.append(pool)
-        return pool
-
     for spend in act.spends:
-        owners.append(spend.owner_pkh)
-        op = tx.inputs[spend.input_index].outpoint
-        prev = ctx.pools.pop(op, None)
-        seen = ctx.outside.pop(op, None) if prev is None else None
+        owner = spend.owner_pkh
+        owners.append(owner)
+        index = spend.input_index
+        op = inputs[index].outpoint
+        prev = pools.pop(op, None)
+        seen = outside.pop(op, None) if prev is None else None
         if prev is not None:
-            rows.append(PoolSpent(op, prev.category, prev.sats, prev.tokens, txid, spend.kind))
-        if spend.kind == "withdraw" or spend.continuation_index is None:
+            rows.append(
+                _new(PoolSpent, (op, prev.category, prev.sats, prev.tokens, txid, spend.kind))
+            )
+        cont = spend.continuation_index
+        if spend.kind == "withdraw" or cont is None:
             if prev is None:
                 continue  # never a pool we knew (e.g. token-less junk at a pool address)
             kind: EventKind = "withdraw" if spend.kind == "withdraw" else "invalidated"
+            held = (prev.sats, prev.tokens)
             changes.append(
-                _Change(
-                    kind,
-                    prev.lineage,
-                    prev.owner_pkh,
-                    prev.category,
-                    input_index=spend.input_index,
-                    before=(prev.sats, prev.tokens),
-                )
+                (kind, prev.lineage, prev.owner_pkh, prev.category, index, None, held, None, None)
             )
             continue
-        via: PoolVia = "continuation" if prev is not None else "discovered"
-        lineage = prev.lineage if prev is not None else op
-        pool = new_pool(spend.continuation_index, lineage, spend.owner_pkh, via)
-        known = prev or seen
-        before = None if known is None else (known.sats, known.tokens)
-        after = (pool.sats, pool.tokens)
-        fee = None
-        if prev is None:
-            kind = "discover"
-            if seen is not None:
-                fee = lp_fee(seen.sats, pool.sats)
+        out = outputs[cont]
+        token = out.token
+        assert token is not None  # detect only hands out FT-carrying outputs
+        sats, amount = out.value, token.amount
+        new_op = _new(OutPoint, (txid, cont))
+        if prev is not None:
+            lineage = prev.lineage
+            via: PoolVia = "continuation"
+            before: tuple[int, int] | None = (prev.sats, prev.tokens)
+            kind = classify_change(PoolState(prev.sats, prev.tokens), PoolState(sats, amount))
+            fee: int | None = lp_fee(prev.sats, sats)
         else:
-            kind = classify_change(PoolState(prev.sats, prev.tokens), PoolState(*after))
-            fee = lp_fee(prev.sats, pool.sats)
-        changes.append(
-            _Change(
-                kind,
-                lineage,
-                pool.owner_pkh,
-                pool.category,
-                input_index=spend.input_index,
-                output_index=pool.outpoint.index,
-                before=before,
-                after=after,
-                lp_fee=fee,
+            lineage, via, kind = op, "discovered", "discover"
+            before = None if seen is None else (seen.sats, seen.tokens)
+            fee = None if seen is None else lp_fee(seen.sats, sats)
+        category = token.category
+        new_pools.append(
+            _new(
+                PoolUtxo,
+                (new_op, lineage, owner, category, sats, amount, height, time, position, via),
             )
         )
+        changes.append((kind, lineage, owner, category, index, cont, before, (sats, amount), fee))
 
     for created in act.created:
-        owners.append(created.owner_pkh)
-        pool = new_pool(created.output_index, None, created.owner_pkh, created.via)
-        changes.append(
-            _Change(
-                "create",
-                pool.lineage,
-                pool.owner_pkh,
-                pool.category,
-                output_index=pool.outpoint.index,
-                after=(pool.sats, pool.tokens),
+        owner = created.owner_pkh
+        owners.append(owner)
+        index = created.output_index
+        out = outputs[index]
+        token = out.token
+        assert token is not None  # detect only hands out FT-carrying outputs
+        new_op = _new(OutPoint, (txid, index))
+        sats, amount, category, via_c = out.value, token.amount, token.category, created.via
+        new_pools.append(
+            _new(
+                PoolUtxo,
+                (new_op, new_op, owner, category, sats, amount, height, time, position, via_c),
             )
         )
+        changes.append(("create", new_op, owner, category, None, index, None, (sats, amount), None))
 
+    emitted, known_before = ctx.emitted_owners, ctx.known_before
     for pkh in owners:
-        if pkh not in ctx.emitted_owners and pkh not in ctx.known_before:
-            ctx.emitted_owners.add(pkh)
-            rows.append(OwnerSeen(pkh))
+        if pkh not in emitted and pkh not in known_before:
+            emitted.add(pkh)
+            rows.append(_new(OwnerSeen, (pkh,)))
     for pool in new_pools:
-        ctx.pools[pool.outpoint] = pool
+        pools[pool.outpoint] = pool
         rows.append(pool)
         if pool.via != "continuation":
-            rows.append(TokenSeen(pool.category, pool.lineage, btx.position, pool.outpoint.index))
+            rows.append(
+                _new(TokenSeen, (pool.category, pool.lineage, position, pool.outpoint.index))
+            )
 
     touched = len(changes)
     events = [
-        PoolEvent(txid, seq, btx.position, *change, pools_touched=touched)
+        _new(PoolEvent, (txid, seq, position, *change, touched))
         for seq, change in enumerate(changes)
     ]
     rows.extend(events)
-    trades = _trades(txid, btx.position, events, touched)
+    trades = _trades(txid, position, events, touched)
     rows.extend(trades)
     if trades:
-        rows.extend(_traders(tx, act, month_of(ctx.time)))
+        rows.extend(_traders(tx, act, month_of(time)))
     return rows
 
 
@@ -302,10 +297,17 @@ def _trades(txid: bytes, position: int, events: list[PoolEvent], touched: int) -
     """Sum the buys and sells per token (first-appearance order)."""
     sums: dict[bytes, list[int]] = {}  # category → [sats, tokens, vol_sats, vol_tokens, fee, n]
     for e in events:
-        if _side(e) is None:
+        kind = e.kind
+        if kind != "buy" and kind != "sell" and _side(e) is None:
             continue
-        ds, dt = e.d_sats or 0, e.d_tokens or 0
-        s = sums.setdefault(e.category, [0, 0, 0, 0, 0, 0])
+        before, after = e.before, e.after
+        if before is None or after is None:
+            ds = dt = 0
+        else:
+            ds, dt = after[0] - before[0], after[1] - before[1]
+        s = sums.get(e.category)
+        if s is None:
+            s = sums[e.category] = [0, 0, 0, 0, 0, 0]
         s[0] += ds
         s[1] += dt
         s[2] += abs(ds)

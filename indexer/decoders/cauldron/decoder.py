@@ -3,7 +3,6 @@ known owners and the live pool snapshot in step with the committed index and the
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from indexer.store.db import submit, submit_many
 from indexer.store.schema import Migration
+from indexer.store.writer import Step
 from protocols.cauldron.contract import REDEEM_SUFFIX
 from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_utxo
 
@@ -185,15 +185,19 @@ class CauldronDecoder:
         traders: list[tuple[object, ...]] = []
         tvl: dict[bytes, list[int]] = {}  # category (wire) → [Δsats, Δtokens, Δpools]
         for r in rows:  # the most frequent row types first
-            if isinstance(r, PoolEvent):
-                before = r.before or _NONE2
-                after = r.after or _NONE2
+            if type(r) is PoolEvent:
+                txid, seq, position, kind, lineage, owner, category, i, o, bef, aft, fee, n = r
+                states: tuple[int | None, ...]  # before, after, then their difference
+                if bef is None:
+                    states = _NONE2 + (aft or _NONE2) + _NONE2
+                elif aft is None:
+                    states = bef + _NONE4
+                else:  # (PoolEvent.d_sats and d_tokens, without the property calls)
+                    states = bef + aft + (aft[0] - bef[0], aft[1] - bef[1])
                 events.append(
                     (
-                        *(r.txid[::-1], r.seq, h, t, r.position, r.kind),
-                        *(r.lineage.txid[::-1], r.lineage.index, r.owner_pkh, r.category[::-1]),
-                        *(r.input_index, r.output_index, *before, *after),
-                        *(r.d_sats, r.d_tokens, r.lp_fee, r.pools_touched),
+                        *(txid[::-1], seq, h, t, position, kind, lineage[0][::-1], lineage[1]),
+                        *(owner, category[::-1], i, o, *states, fee, n),
                     )
                 )
             elif isinstance(r, PoolUtxo):
@@ -257,7 +261,11 @@ class CauldronDecoder:
         )
         # Queued, not awaited: SQLite writes this block while the loop decodes the next (the
         # store collects errors before COMMIT; later statements on `conn` run after these).
-        submit(conn, lambda raw: _write_block(raw, h, spends, statements))
+        steps: list[Step] = [("need_tx", f"block {h}: no open transaction")]
+        if spends:  # pools inserted by an earlier COMMIT; they were read live, so none is lost
+            steps.append(("many", _SPEND_POOL, spends, len(spends), f"block {h}: pool spends"))
+        steps += [("many", sql, params, None, "") for sql, params in statements if params]
+        submit(conn, steps)
 
     def flush(self, conn: aiosqlite.Connection) -> None:
         """Queue the pool rows kept back in this transaction (the store calls it before each
@@ -380,26 +388,6 @@ _INSERT_TVL = (
 )
 
 Params = Sequence[tuple[object, ...]]
-
-
-def _write_block(
-    raw: sqlite3.Connection,
-    height: int,
-    spends: Params,
-    statements: Sequence[tuple[str, Params]],
-) -> None:
-    """On the SQLite thread, in the block's transaction: every statement of a block, in one
-    hop. The spends of pools inserted by an earlier COMMIT first, then the rest (new pools are
-    kept back until `flush`, and inserted already spent if spent by then)."""
-    if not raw.in_transaction:  # SQLite ended it on an earlier error: write nothing
-        raise sqlite3.OperationalError(f"block {height}: no open transaction")
-    if spends:
-        cursor = raw.executemany(_SPEND_POOL, spends)
-        if cursor.rowcount != len(spends):  # the spent pools were read live: cannot happen
-            raise RuntimeError(f"block {height}: {len(spends) - cursor.rowcount} pool spends lost")
-    for sql, params in statements:
-        if params:
-            raw.executemany(sql, params)
 
 
 async def _stored_pool(conn: aiosqlite.Connection, op: OutPoint) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import aiosqlite
 
-from bch.block import spends_and_categories
+from bch.block import output0_spends_and_categories
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
@@ -104,9 +104,6 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
     return rows
 
 
-_VOUT0 = b"\x00\x00\x00\x00"  # output index 0, little-endian
-
-
 class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
@@ -117,22 +114,24 @@ class RegistryDecoder(ConfirmedOnly):
     def __init__(self) -> None:
         self.heads: dict[OutPoint, list[Head]] = {}
         self.head_of: dict[bytes, OutPoint] = {}  # authbase (wire) -> its head
-        self._head_keys: set[bytes] = set()  # the keys of `heads`, encoded (txid ‖ 00000000)
+        # The txids of the keys of `heads` that are an output 0 (all are: a link's output 0
+        # carries the chain on), for `select`'s set test.
+        self._head_txids: set[bytes] = set()
 
     def select(self, block: BlockBytes) -> list[int]:
         """The block's possible links and geneses (see the module doc): a superset of the
         transactions `decode` uses, found without decoding any."""
         raw, offsets, txids = block.raw, block.offsets, block.txids
-        heads = self._head_keys
+        heads = self._head_txids
         position = {t: i for i, t in enumerate(txids)}
         found: list[int] = []
         waiting: dict[int, list[int]] = {}  # block position → txs spending its output 0
+        walk = output0_spends_and_categories
         for i in range(len(txids)):
-            spent, categories = spends_and_categories(raw, offsets[i])
-            zeros = [op[:32] for op in spent if op.endswith(_VOUT0)]
+            zeros, categories = walk(raw, offsets[i])
             if not zeros:
                 continue
-            if any(t + _VOUT0 in heads for t in zeros) or (
+            if not heads.isdisjoint(zeros) or (
                 categories and not set(categories).isdisjoint(zeros)
             ):
                 found.append(i)
@@ -157,7 +156,7 @@ class RegistryDecoder(ConfirmedOnly):
             "JOIN (SELECT authbase, max(seq) AS seq FROM registry_links GROUP BY authbase) AS m "
             "ON l.authbase = m.authbase AND l.seq = m.seq WHERE l.burned = 0"
         )
-        self.heads, self.head_of, self._head_keys = {}, {}, set()
+        self.heads, self.head_of, self._head_txids = {}, {}, set()
         for authbase, seq, txid in rows:
             self._move(bytes(authbase)[::-1], OutPoint(bytes(txid)[::-1], 0), int(seq))
 
@@ -212,8 +211,10 @@ class RegistryDecoder(ConfirmedOnly):
                 self.heads[old] = kept
             else:
                 self.heads.pop(old, None)
-                self._head_keys.discard(old.encode())
+                if old.index == 0:
+                    self._head_txids.discard(old.txid)
         if to is not None:
             self.heads.setdefault(to, []).append(Head(authbase, seq))
             self.head_of[authbase] = to
-            self._head_keys.add(to.encode())
+            if to.index == 0:
+                self._head_txids.add(to.txid)
