@@ -23,7 +23,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
+
+import orjson
 
 from bch.encoding import compact_size_len
 from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
@@ -32,9 +35,9 @@ from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
 from router import gate
 from router.errors import bad_request, insufficient_funds, route_failed, slippage
 from router.params import BuildRequest, FundingInput, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH, POOL_INPUT_SIZE, PoolBook, pool_output_size
+from router.pools import BCH, PoolBook
 from router.quotes import Quote, quote
-from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST, HopFootprint
+from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST, Direction, HopFootprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +52,42 @@ class BuildResult:
     route: Quote
 
     def to_json(self) -> dict[str, Any]:
+        return self._doc(self._sources_json(), self.route.to_json())
+
+    def to_json_bytes(self) -> bytes:
+        """`orjson.dumps(self.to_json())`, with the pools' `source_outputs` entries spliced
+        from bytes made once per pool and the route's legs written straight to JSON: what the
+        daemon sends (`test_fast_paths` holds the bytes equal)."""
+        return orjson.dumps(
+            self._doc(
+                orjson.Fragment(self._sources_json_bytes()),
+                orjson.Fragment(self.route.to_json_bytes()),
+            )
+        )
+
+    def _doc(self, sources: Any, route: Any) -> dict[str, Any]:
         return {
             "unsigned_tx_hex": self.tx.hex(),
-            "source_outputs": self._sources_json(),
+            "source_outputs": sources,
             "inputs_to_sign": list(self.inputs_to_sign),
             "expected_output": str(self.expected_output),
             "fee_sats": str(self.fee_sats),
             "fee_token_amount": str(self.fee_token_amount),
             "miner_fee_sats": str(self.miner_fee),
-            "route": self.route.to_json(),
+            "route": route,
         }
+
+    def _sources_json_bytes(self) -> bytes:
+        legs = self.route.legs
+        n = len(legs)
+        parts = [
+            leg.pool.source_json_bytes
+            if o is leg.pool.source_output
+            else orjson.dumps(source_output_json(o))
+            for leg, o in zip(legs, self.source_outputs, strict=False)
+        ]
+        parts += [orjson.dumps(source_output_json(o)) for o in self.source_outputs[n:]]
+        return b"[" + b",".join(parts) + b"]"
 
     def _sources_json(self) -> list[dict[str, Any]]:
         """Pools' entries come made (`Pool.source_json`) when the spent output is the pool's."""
@@ -125,10 +154,11 @@ class _Assembler:
         self.sold = _category(q.request.sell)
         self.bought = _category(q.request.buy)
         self.legs = q.legs
-        self.pool_sats_in = sum(leg.after.sats - leg.pool.sats for leg in self.legs)
-        self.pool_bytes = sum(
-            POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in self.legs
+        # Sats the pools gain (buying: what they are paid; selling: less what they pay out).
+        self.pool_sats_in = sum(
+            h.amount_in if h.direction is Direction.BUY else -h.amount_out for h in q.hops
         )
+        self.pool_bytes = sum(h.pool_bytes for h in q.hops)
         self.fixed: list[TxOutput] = [self._bought_output()]
         self.fee_output = self._fee_output()
         self.change_template = TxOutput(0, request.change.locking)
@@ -294,14 +324,24 @@ def _assemble(
         outputs = [change if o is asm.change_template else o for o in with_change]
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
-    inputs = [leg.pool.trade_input for leg in asm.legs]
+    legs = asm.legs
+    pools = [leg.pool for leg in legs]
+    inputs = [pool.trade_input for pool in pools]
     inputs += [TxInput(f.outpoint) for f in selected]
-    tx_outputs = [leg.pool.output(leg.after) for leg in asm.legs] + outputs
-    sources = tuple([leg.pool.source_output for leg in asm.legs] + [f.output for f in selected])
-    tx = Transaction.build(inputs, tx_outputs)
+    tx_outputs = [
+        pool.template.output(after.sats, after.tokens)
+        for pool, after in zip(pools, [leg.after for leg in legs], strict=True)
+    ]
+    tx_outputs += outputs
+    sources = tuple([pool.source_output for pool in pools] + [f.output for f in selected])
+    tx = Transaction(2, tuple(inputs), tuple(tx_outputs), 0)
     # Serialize once; size, hex and the gate reuse the bytes.
-    tx = Transaction(tx.version, tx.inputs, tx.outputs, tx.locktime, tx.to_bytes())
+    tx = Transaction(2, tx.inputs, tx.outputs, 0, tx.to_bytes())
     return tx, sources
+
+
+_pool_outpoint = attrgetter("pool.outpoint")
+_value = attrgetter("value")
 
 
 def build(
@@ -333,7 +373,7 @@ def build(
             )
         # A few funding inputs against hundreds of legs: hash the few, test each leg once.
         offered = {f.outpoint for f in usable}
-        spent = {op for leg in q.legs if (op := leg.pool.outpoint) in offered}
+        spent = offered.intersection(map(_pool_outpoint, q.legs))
         for f in usable:
             if f.outpoint in spent:
                 raise bad_request(
@@ -353,7 +393,7 @@ def build(
         raise route_failed("could not fit the trade and its funding in one standard transaction")
     n_pools = len(q.legs)
     inputs_to_sign = tuple(range(n_pools, n_pools + len(selected)))
-    fee_paid = sum(o.value for o in sources) - sum(o.value for o in tx.outputs)
+    fee_paid = sum(map(_value, sources)) - sum(map(_value, tx.outputs))
     q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
     gate.enforce(
         tx,

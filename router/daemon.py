@@ -303,11 +303,11 @@ class RouterDaemon:
 
     def _quote(self, session: _Session, params: Any) -> Any:
         request = parse_quote_params(params)
-        return quote(self.live.current(), request, self.config).to_json()
+        return orjson.Fragment(quote(self.live.current(), request, self.config).to_json_bytes())
 
     def _build(self, session: _Session, params: Any) -> Any:
         request = parse_build_params(params, self.config)
-        return build(self.live.current(), request, self.config).to_json()
+        return orjson.Fragment(build(self.live.current(), request, self.config).to_json_bytes())
 
     def _subscribe(self, session: _Session, kind: Kind, params: Any) -> Any:
         if len(session.subs) >= self.limits.max_subscriptions:

@@ -120,6 +120,8 @@ class Pool:
     _state: PoolState = field(init=False, repr=False, compare=False)
     _input: TxInput = field(init=False, repr=False, compare=False)
     _json: tuple[str, str, str] | None = field(init=False, repr=False, compare=False, default=None)
+    _leg_json: tuple[str, str] | None = field(init=False, repr=False, compare=False, default=None)
+    _source_bytes: bytes | None = field(init=False, repr=False, compare=False, default=None)
     _sell_cap: int = field(init=False, repr=False, compare=False, default=-1)
     _buy_cap: int = field(init=False, repr=False, compare=False, default=-1)
     _source_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
@@ -175,6 +177,31 @@ class Pool:
         return entry
 
     @property
+    def source_json_bytes(self) -> bytes:
+        """`source_json` serialized (orjson), made once: `BuildResult.to_json_bytes` splices it."""
+        raw = self._source_bytes
+        if raw is None:
+            raw = orjson.dumps(self.source_json)
+            object.__setattr__(self, "_source_bytes", raw)
+        return raw
+
+    @property
+    def leg_json_parts(self) -> tuple[str, str]:
+        """The constant pieces of a leg's JSON object for this pool (`route.legs_json`): up to
+        the direction's value, and the `sats_before`/`tokens_before` members. Ids are
+        validated lowercase hex and the rest are integers, so nothing needs escaping."""
+        parts = self._leg_json
+        if parts is None:
+            owner, sats, tokens = self.json_strings
+            parts = (
+                f'{{"txid":"{self.txid}","tx_pos":{self.vout},"owner_pkh":"{owner}",'
+                f'"token_id":"{self.token_id}","direction":"',
+                f'"sats_before":"{sats}","tokens_before":"{tokens}",',
+            )
+            object.__setattr__(self, "_leg_json", parts)
+        return parts
+
+    @property
     def json_strings(self) -> tuple[str, str, str]:
         """(owner_pkh hex, sats, tokens) as a leg's JSON shows them, made once per pool."""
         strings = self._json
@@ -225,14 +252,19 @@ class Pool:
     def locking(self) -> bytes:
         return self._locking
 
-    def output(self, state: PoolState) -> TxOutput:
-        """The pool UTXO holding `state` (its current one, or its re-creation after a trade),
-        with its wire bytes made from the pool's template."""
+    @property
+    def template(self) -> FungibleTemplate:
+        """This pool's outputs' byte template (made once per pool state)."""
         template = self._template
         if template is None:
             template = FungibleTemplate(self._locking, self._category)
             object.__setattr__(self, "_template", template)
-        return template.output(state.sats, state.tokens)
+        return template
+
+    def output(self, state: PoolState) -> TxOutput:
+        """The pool UTXO holding `state` (its current one, or its re-creation after a trade),
+        with its wire bytes made from the pool's template."""
+        return self.template.output(state.sats, state.tokens)
 
     @property
     def source_output(self) -> TxOutput:

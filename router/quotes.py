@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter, truediv
 from typing import Any
+
+import orjson
 
 from bch.encoding import compact_size_len
 from bch.policy import dust_threshold
@@ -19,13 +22,14 @@ from bch.token import TokenData
 from bch.tx import TxOutput
 from router.errors import route_failed
 from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH, POOL_INPUT_SIZE, PoolBook, pool_output_size
+from router.pools import BCH, PoolBook
 from router.route import (
     FUNDING_INPUT_WORST,
     Direction,
     Hop,
     HopFootprint,
     Leg,
+    legs_json,
     max_pools_for,
     solve_hop,
 )
@@ -75,6 +79,11 @@ def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxO
 
 # --- the quote -------------------------------------------------------------------------------
 
+_pool_sats = attrgetter("pool.sats")
+_pool_tokens = attrgetter("pool.tokens")
+_after_sats = attrgetter("after.sats")
+_after_tokens = attrgetter("after.tokens")
+
 
 @dataclass(frozen=True, slots=True)
 class Quote:
@@ -112,13 +121,22 @@ class Quote:
         post: list[float] = []
         for hop in self.hops:
             pick = min if hop.direction is Direction.BUY else max
-            pre.append(pick(leg.pool.sats / leg.pool.tokens for leg in hop.legs))
-            post.append(pick(leg.after.sats / leg.after.tokens for leg in hop.legs))
+            legs = hop.legs  # the same quotients, each map a C loop (hundreds of legs)
+            pre.append(pick(map(truediv, map(_pool_sats, legs), map(_pool_tokens, legs))))
+            post.append(pick(map(truediv, map(_after_sats, legs), map(_after_tokens, legs))))
         if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
             return pre[1] / pre[0], post[1] / post[0]
         return pre[0], post[0]
 
     def to_json(self) -> dict[str, Any]:
+        return self._doc([leg.to_json() for leg in self.legs])
+
+    def to_json_bytes(self) -> bytes:
+        """`orjson.dumps(self.to_json())`, with the legs written straight to JSON
+        (`route.legs_json`): what the daemon sends."""
+        return orjson.dumps(self._doc(orjson.Fragment(legs_json(self.legs))))
+
+    def _doc(self, pools: Any) -> dict[str, Any]:
         pre, post = self.prices()
         sell, buy = self.request.sell, self.request.buy
         return {
@@ -132,7 +150,7 @@ class Quote:
             "market_pre_price": pre,
             "market_post_price": post,
             "price_impact": abs(post - pre) / pre if pre > 0 else 0.0,
-            "pools": [leg.to_json() for leg in self.legs],
+            "pools": pools,
             "router_fee": self.fee.to_json(),
             "fee_per_byte": self.fee_per_byte,
             "estimated_size": self.size_estimate,
@@ -260,12 +278,12 @@ def quote(
 def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[TxOutput]) -> int:
     """Worst-case signed size of the trade: its pools, `funding_inputs` P2PKH inputs (largest
     signature) and the user-side `outputs`."""
-    legs = [leg for hop in hops for leg in hop.legs]
+    n_legs = sum(len(hop.legs) for hop in hops)
     return (
         8
-        + compact_size_len(len(legs) + funding_inputs)
-        + compact_size_len(len(legs) + len(outputs))
-        + sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in legs)
+        + compact_size_len(n_legs + funding_inputs)
+        + compact_size_len(n_legs + len(outputs))
+        + sum(hop.pool_bytes for hop in hops)
         + funding_inputs * FUNDING_INPUT_WORST
         + sum(o.size() for o in outputs)
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -57,6 +57,7 @@ from router.pools import (
 )
 
 GAMMA = 997 / 1000
+_KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
 PHI = 1000 / 1003
 _INF = math.inf
 
@@ -135,6 +136,33 @@ class Leg:
         }
 
 
+def legs_json(legs: Sequence[Leg]) -> str:
+    """`[leg.to_json() for leg in legs]` as orjson writes it, made from each pool's constant
+    pieces (`Pool.leg_json_parts`) and the leg's five numbers: a 350-leg reply spends most of
+    its JSON time building and walking those dicts (`test_fast_paths` holds the bytes equal)."""
+    parts: list[str] = []
+    add = parts.append
+    for leg in legs:
+        pool, after = leg.pool, leg.after
+        head, mid = pool.leg_json_parts
+        sats, tokens = after.sats, after.tokens
+        if sats > pool.sats:  # buy: sats in, tokens out
+            paid = sats - pool.sats
+            add(
+                f'{head}buy","amount_in":"{paid}","amount_out":"{pool.tokens - tokens}",'
+                f'"lp_fee":"{paid * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
+                f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
+            )
+        else:
+            taken = pool.sats - sats
+            add(
+                f'{head}sell","amount_in":"{tokens - pool.tokens}","amount_out":"{taken}",'
+                f'"lp_fee":"{taken * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
+                f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
+            )
+    return "[" + ",".join(parts) + "]"
+
+
 @dataclass(frozen=True, slots=True)
 class Hop:
     """The legs trading one token in one direction, and their totals."""
@@ -142,14 +170,45 @@ class Hop:
     token_id: str
     direction: Direction
     legs: tuple[Leg, ...]
+    # Made with the legs (`_Model.hop`), which the quote and the builder then ask for: the
+    # totals in and out, and the bytes the pools add to the transaction (inputs and outputs).
+    totals: tuple[int, int] | None = field(default=None, compare=False, repr=False)
+    size: int | None = field(default=None, compare=False, repr=False)
 
     @property
     def amount_in(self) -> int:
+        if self.totals is not None:
+            return self.totals[0]
         return sum(leg.amount_in for leg in self.legs)
 
     @property
     def amount_out(self) -> int:
+        if self.totals is not None:
+            return self.totals[1]
         return sum(leg.amount_out for leg in self.legs)
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes the hop's pools add to the transaction: each input and re-created output."""
+        if self.size is not None:
+            return self.size
+        return sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in self.legs)
+
+
+def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
+    """The `__set__` of `cls`'s slot descriptors: `_Model.hop` fills frozen values with them
+    (what `object.__setattr__` ends up calling, without a frame per `__init__`)."""
+    slots = vars(cls)
+    return tuple(slots[name].__set__ for name in names)
+
+
+_new = object.__new__
+_state_sats, _state_tokens = _slot_setters(PoolState, "sats", "tokens")
+_leg_pool, _leg_after = _slot_setters(Leg, "pool", "after")
+# A pool's input plus its re-created output, by the CompactSize width of its token amount.
+_TRADE_1, _TRADE_3, _TRADE_5, _TRADE_9 = (
+    POOL_INPUT_SIZE + pool_output_size(top) for top in (1, 0xFFFF, 0xFFFFFFFF, MAX_TOKEN_AMOUNT)
+)
 
 
 # --- the per-token model ---------------------------------------------------------------------
@@ -399,6 +458,43 @@ class _Model:
                     return tokens_in
         return sell_tokens_exact_out(pool.state, amount_out)
 
+    def unit_costs(self, items: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """For each (pool i, output y ≥ 1, cap): `(in_for_out(i, y), in_for_out(i, y + 1) −
+        in_for_out(i, y))`, the second −1 when y is at the cap. Both amounts of a purchase in
+        one pass (the exact-in polish asks them for every leg), the same integer expressions
+        as `in_for_out`, which answers everything else; `test_fast_paths` holds them equal."""
+        out: list[tuple[int, int]] = []
+        add = out.append
+        pools = self.pools
+        in_for_out = self.in_for_out
+        if self.direction is Direction.BUY:
+            for i, y, cap in items:
+                pool = pools[i]
+                x, t = pool.sats, pool.tokens
+                if 1 <= y < cap and y + 1 < t and x >= 1:
+                    k = x * t
+                    missing = -(-k // (t - y)) - x
+                    now = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                    missing = -(-k // (t - y - 1)) - x
+                    more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                    if x + more <= MAX_SATS:
+                        add((now, more - now))
+                        continue
+                now = in_for_out(i, y)
+                add((now, in_for_out(i, y + 1) - now if y < cap else -1))
+            return out
+        for i, y, cap in items:
+            now = in_for_out(i, y)
+            add((now, in_for_out(i, y + 1) - now if y < cap else -1))
+        return out
+
+    def out_caps(self, indices: Iterable[int]) -> list[int]:
+        """`out_cap` of each pool, the direction tested once."""
+        pools = self.pools
+        if self.direction is Direction.BUY:
+            return [pools[i].buy_cap for i in indices]
+        return [_sell_out_cap(pools[i]) for i in indices]
+
     def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
         pool = self.pools[i]
         if self.direction is Direction.BUY:
@@ -421,6 +517,42 @@ class _Model:
                 pool = pools[i]
                 add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
         return tuple(out)
+
+    def hop(self, token_id: str, chosen: Sequence[tuple[int, int, int]]) -> Hop:
+        """The `Hop` of a solution: `legs`, with its totals and pool bytes made in the same
+        pass. The frozen `Leg`s and `PoolState`s are filled slot by slot (a 350-pool route
+        makes 700 of them); `tests/router/test_fast_paths.py` holds them equal to `leg`'s."""
+        pools = self.pools
+        out: list[Leg] = []
+        add = out.append
+        total_in = total_out = size = 0
+        buying = self.direction is Direction.BUY
+        for i, x, y in chosen:
+            pool = pools[i]
+            after = _new(PoolState)
+            if buying:
+                tokens = pool.tokens - y
+                _state_sats(after, pool.sats + x)
+            else:
+                tokens = pool.tokens + x
+                _state_sats(after, pool.sats - y)
+            _state_tokens(after, tokens)
+            leg = _new(Leg)
+            _leg_pool(leg, pool)
+            _leg_after(leg, after)
+            add(leg)
+            total_in += x
+            total_out += y
+            size += (
+                _TRADE_1
+                if tokens < 0xFD
+                else _TRADE_3
+                if tokens <= 0xFFFF
+                else _TRADE_5
+                if tokens <= 0xFFFFFFFF
+                else _TRADE_9
+            )
+        return Hop(token_id, self.direction, tuple(out), (total_in, total_out), size)
 
     def rate_at_in(self, i: int, x: int) -> float:
         """Marginal output per input unit after pool i has received `x` input units."""
@@ -588,14 +720,16 @@ def _plain_fill(m: _Model, members: Iterable[int], target: float, exact_in: bool
 def _allocation(m: _Model, members: Iterable[int], v: float) -> list[tuple[int, float, float]]:
     """(pool, in, out) at the common √rate v, for the pools that trade at all."""
     out: list[tuple[int, float, float]] = []
+    add = out.append
+    vmax, vmin, a_, b_, c_ = m.vmax, m.vmin, m.a, m.b, m.c
     for i in members:
-        if v >= m.vmax[i]:
+        if v >= vmax[i]:
             continue
-        if v <= m.vmin[i]:
-            out.append((i, m.cap_in[i], m.cap_out[i]))
+        if v <= vmin[i]:
+            add((i, m.cap_in[i], m.cap_out[i]))
         else:
-            a = m.a[i]
-            out.append((i, a / v - m.b[i], m.c[i] - a * v))
+            a = a_[i]
+            add((i, a / v - b_[i], c_[i] - a * v))
     return out
 
 
@@ -697,7 +831,7 @@ def _exact_out(
     return {i: y for i, y in amounts.items() if y > 0}
 
 
-def _worth_polishing(m: _Model, legs: Sequence[object], v: float, side_is_input: bool) -> bool:
+def _worth_polishing(m: _Model, legs: Sized, v: float, side_is_input: bool) -> bool:
     """Polishing saves at most one base unit per leg: do it when legs are few or that unit is
     worth at least a sat (tokens dearer than a sat). `side_is_input`: the unit saved is an
     input unit (exact out) rather than an output unit (exact in)."""
@@ -763,6 +897,75 @@ def _polish_in(
         get[i] += 1
         if get[i] < caps[i]:
             heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
+    largest = max(pay, key=pay.__getitem__)
+    pay[largest] += spare
+    get[largest] = m.out_for_in(largest, pay[largest])
+    return [(i, pay[i], get[i]) for i in sorted(pay)]
+
+
+def _exact_in_by_out(
+    m: _Model, alloc: Sequence[tuple[int, float, float]], amount: int, v: float
+) -> list[tuple[int, int, int]] | None:
+    """Exact in, when the legs are worth polishing: straight from the continuous split's
+    outputs to whole units. Each pool gets the integer part of its continuous output and pays
+    the least input the contract takes for it; the input left over (rounding, float error,
+    pools whose share buys no whole unit) buys whole units where the next one is cheapest,
+    and what is still left stays with the largest leg (exact in spends exactly `amount`). A
+    unit-by-unit input distribution first (`_exact_in`) would be undone by that polish anyway.
+
+    None (the caller takes the input-first path) when the legs are not worth polishing, when
+    every pool is full with input left, or when a formula refuses an amount near a limit."""
+    if v * v > 1.0:
+        return None
+    get: dict[int, int] = {}
+    caps: dict[int, int] = {}
+    for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
+        whole = min(int(y), cap)
+        if whole >= 1:
+            get[i] = whole
+            caps[i] = cap
+    if not get or not _worth_polishing(m, get, v, side_is_input=False):
+        return None
+    in_for_out = m.in_for_out
+    try:
+        costs = m.unit_costs([(i, y, caps[i]) for i, y in get.items()])
+        pay = {i: now for i, (now, _) in zip(get, costs, strict=True)}
+        spare = amount - sum(pay.values())
+        gave_back = spare < 0
+        if gave_back:
+            # The contract rounds inputs up: give back the dearest units until it fits.
+            back = [
+                (in_for_out(i, y - 1) - pay[i] if y > 1 else -pay[i], i) for i, y in get.items()
+            ]
+            heapq.heapify(back)
+            while spare < 0 and back:
+                saving, i = heapq.heappop(back)
+                spare -= saving
+                pay[i] += saving
+                get[i] -= 1
+                y = get[i]
+                if y == 0:
+                    del get[i], pay[i]
+                else:
+                    heapq.heappush(back, (in_for_out(i, y - 1) - pay[i] if y > 1 else -pay[i], i))
+            if not get:
+                return None
+        if not gave_back:
+            heap = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+        else:  # units were given back: the next costs moved
+            heap = [(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]]
+        heapq.heapify(heap)
+        while heap and heap[0][0] <= spare:
+            cost, i = heapq.heappop(heap)
+            spare -= cost
+            pay[i] += cost
+            get[i] += 1
+            if get[i] < caps[i]:
+                heapq.heappush(heap, (in_for_out(i, get[i] + 1) - pay[i], i))
+    except ValueError:
+        return None
+    if spare and not heap:
+        return None  # every pool is full: the input-first path tells what the pools can use
     largest = max(pay, key=pay.__getitem__)
     pay[largest] += spare
     get[largest] = m.out_for_in(largest, pay[largest])
@@ -864,6 +1067,9 @@ def _split(
             if _worth_polishing(m, legs, v, side_is_input=True):
                 legs = _polish_out(m, legs)
             return legs, v
+        by_out = _exact_in_by_out(m, alloc, amount, v)
+        if by_out is not None:
+            return by_out, v
         ins = _exact_in(m, alloc, amount)
         if ins is None:
             return None
@@ -1138,8 +1344,7 @@ def solve_hop(
                 chosen = _best_single(m, amount, exact_in, plan, v, -_INF, lenient=True)
         if chosen is None:
             raise _cannot_fill(m, token_id, direction, amount, exact_in, max_pools)
-        legs_out = m.legs(chosen.legs)
-        return Hop(token_id, direction, legs_out)
+        return m.hop(token_id, chosen.legs)
     finally:
         if trace is not None:
             used: set[tuple[str, int]] = set()

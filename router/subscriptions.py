@@ -92,8 +92,7 @@ def evaluate(
     try:
         if isinstance(request, BuildRequest):
             result = build(book, request, config, trace=trace)
-            doc = result.to_json()
-            return b"tx:" + result.tx.to_bytes(), b'"result":' + orjson.dumps(doc)
+            return b"tx:" + result.tx.to_bytes(), b'"result":' + result.to_json_bytes()
         q = quote(book, request, config, trace=trace)
         doc = q.to_json()
         stable = {k: v for k, v in doc.items() if k not in _UNSTABLE}

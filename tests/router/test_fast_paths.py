@@ -35,8 +35,9 @@ from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, _best_single, _Model, _model, _single
+from router.route import Direction, Hop, Leg, _best_single, _Model, _model, _single, legs_json
 from tests.router.helpers import (
+    FEE_WALLET,
     TOKEN_A,
     TOKEN_B,
     USER,
@@ -394,3 +395,136 @@ async def test_replies_and_pushes_are_text_frames() -> None:
         frames = [await asyncio.wait_for(ws.recv(), 5) for _ in range(2)]
         assert all(isinstance(f, str) for f in frames)
         assert {orjson.loads(f).get("method") for f in frames} == {None, "tx.update"}
+
+
+# --- round 6: JSON bytes, legs, template widths, the signed copy, one-pass standardness --------
+
+
+def _orders() -> list[dict[str, object]]:
+    token_coin = funding("a", 10_000, token={"category": TOKEN_A, "amount": "9000000"})
+    bch = funding("b", 10**9)
+    return [
+        build_params("bch", TOKEN_A, 3_000_000, [bch]),
+        build_params("bch", TOKEN_A, 40_000_000, [bch], side="buy"),
+        build_params(TOKEN_A, "bch", 2_000_000, [token_coin, bch]),
+        build_params(TOKEN_A, "bch", 20_000, [token_coin, bch], side="buy"),
+        build_params(TOKEN_A, TOKEN_B, 2_000_000, [token_coin, bch]),
+        build_params(TOKEN_A, TOKEN_B, 3_000, [token_coin, bch], side="buy"),
+        build_params("bch", TOKEN_B, 800_000, [token_coin, bch]),  # token change
+    ]
+
+
+def test_the_daemons_json_bytes_are_the_dicts() -> None:
+    book = standard_book()
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    for params in _orders():
+        result = build(book, parse_build_params(params, config), config)
+        assert result.to_json_bytes() == orjson.dumps(result.to_json())
+        assert result.route.to_json_bytes() == orjson.dumps(result.route.to_json())
+        assert orjson.loads(legs_json(result.route.legs)) == [
+            leg.to_json() for leg in result.route.legs
+        ]
+
+
+def test_a_hops_legs_and_totals_are_the_plain_ones() -> None:
+    book = standard_book()
+    config = RouterConfig()
+    for params in _orders():
+        q = build(book, parse_build_params(params, config), config).route
+        for hop in q.hops:
+            m = _model(book, hop.token_id, hop.direction)
+            for leg in hop.legs:
+                i = m.position(leg.pool.key)
+                assert i is not None
+                plain = m.leg(i, leg.amount_in, leg.amount_out)
+                assert leg == plain and leg.after == plain.after
+                assert type(leg) is Leg and type(leg.after) is PoolState
+                assert hash(leg.after) == hash(plain.after)
+            assert hop.amount_in == sum(leg.amount_in for leg in hop.legs)
+            assert hop.amount_out == sum(leg.amount_out for leg in hop.legs)
+            # Bytes written out apart from the router: 110-byte input, 78-byte output plus
+            # the amount's CompactSize.
+            assert hop.pool_bytes == sum(
+                110 + 78 + len(_compact(leg.after.tokens)) for leg in hop.legs
+            )
+            bare = Hop(hop.token_id, hop.direction, hop.legs)
+            assert (bare.amount_in, bare.amount_out, bare.pool_bytes) == (
+                hop.amount_in,
+                hop.amount_out,
+                hop.pool_bytes,
+            )
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [1, 0xFC, 0xFD, 0xFFFF, 0x10000, 0xFFFFFFFF, 0x100000000, MAX_TOKEN_AMOUNT],
+)
+def test_template_outputs_at_every_width_step(amount: int) -> None:
+    locking = sha256(b"width steps") + b"\x87\x01\x02"
+    made = FungibleTemplate(locking, CATS[0]).output(12_345, amount)
+    plain = TxOutput(12_345, locking, TokenData(CATS[0], amount))
+    assert made == plain and made.encode() == TxOutput(12_345, locking, plain.token).encode()
+
+
+def test_the_signed_copy_is_the_transaction_serialized_afresh() -> None:
+    ins = [TxInput(OutPoint(sha256(bytes([i])), i), bytes(i % 3 * 40)) for i in range(8)]
+    outs = (TxOutput(1_000, _LOCK),)
+    tx = Transaction(2, tuple(ins), outs, 0)
+    tx = Transaction(2, tx.inputs, outs, 0, tx.to_bytes())
+    for signing in [(), (7,), (5, 6, 7), (0,), (2, 5), (0, 3, 7)]:
+        signed = gate.worst_case_signed(tx, signing)
+        fresh = Transaction(2, signed.inputs, outs, 0)
+        assert signed.to_bytes() == fresh.to_bytes()
+        assert [i.unlocking for i in signed.inputs] == [
+            gate._PLACEHOLDER_UNLOCK if n in signing else ins[n].unlocking for n in range(8)
+        ]
+
+
+def test_standardness_reports_in_bchns_order() -> None:
+    """Relay policy first (inputs, then outputs), then consensus (inputs, then outputs),
+    whatever the one-pass output loop does inside."""
+    null = OutPoint(bytes(32), 0xFFFFFFFF)
+    dup = OutPoint(sha256(b"dup"), 1)
+    ins = (TxInput(dup), TxInput(null, b"\xac"), TxInput(dup))
+    outs = (
+        TxOutput(MAX_SATS + 1, _LOCK),
+        TxOutput(10, _LOCK),
+        TxOutput(1_000, b"\xef" + bytes(40)),
+        TxOutput(0, b"\x6a\x01\x00"),
+        TxOutput(2**64 - 1, _LOCK),
+    )
+    reasons = [v.reason for v in standardness_errors(Transaction(2, ins, outs, 0))]
+    assert reasons == [
+        "scriptsig-not-pushonly",
+        "dust",  # output 1
+        "bad-txns-prevout-null",  # input 1
+        "bad-txns-inputs-duplicate",  # input 2
+        "bad-txns-vout-toolarge",  # output 0
+        "bad-txns-vout-tokenprefix",  # output 2
+        "bad-txns-vout-negative",  # output 4
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pool_states, st.integers(1, 2**40), st.integers(0, 3), st.sampled_from(list(Direction)))
+def test_unit_costs_are_in_for_out(
+    state: tuple[int, int], y: int, room: int, direction: Direction
+) -> None:
+    sats, tokens = state
+    m = _Model([make_pool(TOKEN_A, sats, tokens, "unit costs")], direction)
+    if not len(m):
+        return
+    cap = m.out_cap(0)
+    y = min(y, cap)
+    if y < 1:
+        return
+    for want in {y, max(1, cap - room), cap}:
+        try:
+            now = m.in_for_out(0, want)
+            step = m.in_for_out(0, want + 1) - now if want < cap else -1
+        except ValueError:
+            with pytest.raises(ValueError):
+                m.unit_costs([(0, want, cap)])
+            continue
+        assert m.unit_costs([(0, want, cap)]) == [(now, step)]
+    assert m.out_caps([0]) == [cap]
