@@ -883,7 +883,8 @@ def _polish_in(
 ) -> list[tuple[int, int, int]]:
     """Exact in: each pool's output is rounded down on its own, leaving input that buys no
     whole unit. Pool those remainders and buy whole units where the next one is cheapest; what
-    is still left stays with the largest leg (exact in spends exactly `amount`)."""
+    is still left stays with the largest leg that can hold it (exact in spends exactly
+    `amount`)."""
     get = {i: y for i, _, y in legs}
     pay = {i: m.in_for_out(i, y) for i, y in get.items()}
     spare = amount - sum(pay.values())
@@ -897,9 +898,18 @@ def _polish_in(
         get[i] += 1
         if get[i] < caps[i]:
             heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
-    largest = max(pay, key=pay.__getitem__)
-    pay[largest] += spare
-    get[largest] = m.out_for_in(largest, pay[largest])
+    # The rest goes to the largest leg, or as far as the pools' input limits allow, to the
+    # next ones (near 2^63−1 tokens the largest may not hold it all).
+    for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
+        take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
+        if take or n == 0:
+            pay[i] += take
+            get[i] = m.out_for_in(i, pay[i])
+            spare -= take
+        if not spare:
+            break
+    if spare:
+        return legs  # it cannot be spent exactly within the limits: the legs as they came
     return [(i, pay[i], get[i]) for i in sorted(pay)]
 
 
@@ -966,9 +976,18 @@ def _exact_in_by_out(
         return None
     if spare and not heap:
         return None  # every pool is full: the input-first path tells what the pools can use
-    largest = max(pay, key=pay.__getitem__)
-    pay[largest] += spare
-    get[largest] = m.out_for_in(largest, pay[largest])
+    # The rest goes to the largest leg, or as far as the pools' input limits allow, to the
+    # next ones (near 2^63−1 tokens the largest may not hold it all).
+    for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
+        take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
+        if take or n == 0:
+            pay[i] += take
+            get[i] = m.out_for_in(i, pay[i])
+            spare -= take
+        if not spare:
+            break
+    if spare:
+        return None  # it cannot be spent exactly within the limits: the input-first path
     return [(i, pay[i], get[i]) for i in sorted(pay)]
 
 
