@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 import orjson
@@ -78,15 +78,21 @@ class BuildResult:
         }
 
     def _sources_json_bytes(self) -> bytes:
-        legs = self.route.legs
-        n = len(legs)
-        parts = [
-            leg.pool.source_json_bytes
-            if o is leg.pool.source_output
-            else orjson.dumps(source_output_json(o))
-            for leg, o in zip(legs, self.source_outputs, strict=False)
-        ]
-        parts += [orjson.dumps(source_output_json(o)) for o in self.source_outputs[n:]]
+        pools = list(map(_pool_of, self.route.legs))
+        n = len(pools)
+        sources = self.source_outputs
+        if all(map(is_, sources[:n], map(_source_of, pools))):
+            # Every pool input spends the pool's own output (what `build` makes): its entries
+            # come made, one C-level map instead of a test per leg.
+            parts = list(map(_source_json_bytes_of, pools))
+        else:
+            parts = [
+                pool.source_json_bytes
+                if o is pool.source_output
+                else orjson.dumps(source_output_json(o))
+                for pool, o in zip(pools, sources, strict=False)
+            ]
+        parts += [orjson.dumps(source_output_json(o)) for o in sources[n:]]
         return b"[" + b",".join(parts) + b"]"
 
     def _sources_json(self) -> list[dict[str, Any]]:
@@ -325,15 +331,15 @@ def _assemble(
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
     legs = asm.legs
-    pools = [leg.pool for leg in legs]
-    inputs = [pool.trade_input for pool in pools]
+    pools = list(map(_pool_of, legs))
+    inputs = list(map(_trade_input_of, pools))
     inputs += [TxInput(f.outpoint) for f in selected]
     tx_outputs = [
-        pool.template.output(after.sats, after.tokens)
-        for pool, after in zip(pools, [leg.after for leg in legs], strict=True)
+        template.output(after.sats, after.tokens)
+        for template, after in zip(map(_template_of, pools), map(_after_of, legs), strict=True)
     ]
     tx_outputs += outputs
-    sources = tuple([pool.source_output for pool in pools] + [f.output for f in selected])
+    sources = (*map(_source_of, pools), *[f.output for f in selected])
     tx = Transaction(2, tuple(inputs), tuple(tx_outputs), 0)
     # Serialize once; size, hex and the gate reuse the bytes.
     tx = Transaction(2, tx.inputs, tx.outputs, 0, tx.to_bytes())
@@ -342,6 +348,12 @@ def _assemble(
 
 _pool_outpoint = attrgetter("pool.outpoint")
 _value = attrgetter("value")
+_pool_of = attrgetter("pool")
+_after_of = attrgetter("after")
+_source_of = attrgetter("source_output")
+_source_json_bytes_of = attrgetter("source_json_bytes")
+_trade_input_of = attrgetter("trade_input")
+_template_of = attrgetter("template")
 
 
 def build(

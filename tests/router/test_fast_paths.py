@@ -426,6 +426,28 @@ def test_the_daemons_json_bytes_are_the_dicts() -> None:
         ]
 
 
+def test_source_outputs_json_whatever_objects_the_pools_spend() -> None:
+    """The pools' entries come made only while every pool input spends the pool's own output
+    object; an equal copy, or another output, is written out like any funding input."""
+    book = standard_book()
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    result = build(book, parse_build_params(_orders()[0], config), config)
+    legs = result.route.legs
+    assert len(legs) >= 2
+    first = legs[0].pool.source_output
+    copy = TxOutput(first.value, first.locking, first.token)
+    other = TxOutput(first.value + 1, first.locking, first.token)
+    for swapped in (copy, other):
+        sources = (swapped, *result.source_outputs[1:])
+        changed = dataclasses.replace(result, source_outputs=sources)
+        doc = orjson.loads(changed.to_json_bytes())
+        assert changed.to_json_bytes() == orjson.dumps(changed.to_json())
+        assert doc["source_outputs"][0]["value"] == str(swapped.value)
+        assert (
+            doc["source_outputs"][1:] == orjson.loads(result.to_json_bytes())["source_outputs"][1:]
+        )
+
+
 def test_a_hops_legs_and_totals_are_the_plain_ones() -> None:
     book = standard_book()
     config = RouterConfig()
