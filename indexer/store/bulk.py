@@ -37,17 +37,12 @@ async def defer(conn: aiosqlite.Connection) -> int:
     """Drop every secondary index, keeping its definition; how many. No transaction may be
     open (the store commits its held blocks first)."""
     await conn.execute(_TABLE)
-    await conn.execute("BEGIN IMMEDIATE")
-    try:
-        rows = list(await conn.execute_fetchall(_SECONDARY))
-        for name, sql in rows:
-            await conn.execute("INSERT INTO deferred_indexes VALUES (?, ?)", (name, sql))
-            await conn.execute(f'DROP INDEX "{name}"')
-        await conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            await conn.execute("ROLLBACK")
-        raise
+    rows = list(await conn.execute_fetchall(_SECONDARY))
+    statements: list[tuple[str, tuple[object, ...]]] = []
+    for name, sql in rows:
+        statements.append(("INSERT INTO deferred_indexes VALUES (?, ?)", (name, sql)))
+        statements.append((f'DROP INDEX "{name}"', ()))
+    await _atomically(conn, statements)
     return len(rows)
 
 
@@ -55,16 +50,21 @@ async def restore(conn: aiosqlite.Connection) -> int:
     """Create every deferred index again, in one transaction; how many."""
     await conn.execute(_TABLE)
     rows = list(await conn.execute_fetchall("SELECT name, sql FROM deferred_indexes"))
-    if not rows:
-        return 0
+    if rows:
+        statements = [(str(sql), ()) for _, sql in rows]
+        await _atomically(conn, [*statements, ("DELETE FROM deferred_indexes", ())])
+    return len(rows)
+
+
+async def _atomically(
+    conn: aiosqlite.Connection, statements: list[tuple[str, tuple[object, ...]]]
+) -> None:
     await conn.execute("BEGIN IMMEDIATE")
     try:
-        for _, sql in rows:
-            await conn.execute(sql)
-        await conn.execute("DELETE FROM deferred_indexes")
+        for sql, params in statements:
+            await conn.execute(sql, params)
         await conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             await conn.execute("ROLLBACK")
         raise
-    return len(rows)
