@@ -110,6 +110,11 @@ class PoolSnapshot:
         """Unconfirmed transactions currently applied, in arrival order."""
         return list(self._pending.values())
 
+    @property
+    def has_pending(self) -> bool:
+        """Whether any unconfirmed transaction is applied."""
+        return bool(self._pending)
+
     def is_pending(self, txid: bytes) -> bool:
         return txid in self._pending
 

@@ -178,6 +178,25 @@ def flusher(decoder: object) -> Callable[[aiosqlite.Connection], None] | None:
     return fn if callable(fn) else None
 
 
+class Bulk(Protocol):
+    """An optional decoder hook: the store calls `bulk(True)` when a long initial sync begins
+    (its secondary indexes are deferred: `Store.defer_indexes`, or `Store.open` finding them
+    deferred) and `bulk(False)` when it ends (`Store.restore_indexes`). Meanwhile nobody reads
+    live state (the router is not served before the initial sync ends), so a decoder may let
+    it lag — keeping only what decoding needs — and must bring it up to date in `bulk(False)`
+    (and before any mempool hook)."""
+
+    def bulk(self, on: bool) -> None:
+        """Enter (True) or leave (False) bulk mode; leaving brings live state up to date."""
+        ...
+
+
+def bulk_hook(decoder: object) -> Callable[[bool], None] | None:
+    """The decoder's `bulk` hook, if it has one."""
+    fn = getattr(decoder, "bulk", None)
+    return fn if callable(fn) else None
+
+
 def matches(patterns: Sequence[bytes], raw_tx: bytes) -> bool:
     """The prefilter test for one raw transaction."""
     return any(p in raw_tx for p in patterns)

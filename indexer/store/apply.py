@@ -58,6 +58,7 @@ from indexer.decoders.base import (
     BlockContext,
     BlockTx,
     PrevoutFetcher,
+    bulk_hook,
     flusher,
     matches,
     selector,
@@ -204,6 +205,7 @@ class Store:
         self.batch_blocks = batch_blocks
         self.batch_seconds = batch_seconds
         self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
+        self._bulk_hooks = [b for d in self.decoders if (b := bulk_hook(d)) is not None]
         self._lock = asyncio.Lock()
         self._mempool = MempoolTracker()
         self._dirty = True  # in-memory state not yet loaded
@@ -245,8 +247,8 @@ class Store:
                 deferred = False
             await migrate(conn, migrations)
             store = cls(conn, chosen, snap, batch_blocks=batch_blocks, batch_seconds=batch_seconds)
-            store.indexes_deferred = deferred
             await store._reload()
+            store._set_deferred(deferred)
         except BaseException:
             await conn.close()
             raise
@@ -277,7 +279,7 @@ class Store:
             await self._ensure_loaded()
             await self._commit_held()
             dropped = await bulk.defer(self.conn)
-            self.indexes_deferred = True
+            self._set_deferred(True)
             return dropped
 
     async def restore_indexes(self) -> int:
@@ -288,8 +290,15 @@ class Store:
             await self._ensure_loaded()
             await self._commit_held()
             built = await bulk.restore(self.conn)
-            self.indexes_deferred = False
+            self._set_deferred(False)
             return built
+
+    def _set_deferred(self, deferred: bool) -> None:
+        """Deferred indexes mark the initial sync's bulk mode, which decoders hear of
+        (`indexer.decoders.base.Bulk`: live state may lag until it ends)."""
+        self.indexes_deferred = deferred
+        for hook in self._bulk_hooks:
+            hook(deferred)
 
     @property
     def held_blocks(self) -> int:

@@ -247,6 +247,32 @@ def test_select_picks_links_and_geneses_only() -> None:
     assert sorted(decoder.select(block)) == [0, 1, 2]  # the head moved on (and burned)
 
 
+def test_select_with_many_heads_and_token_bytes_without_a_genesis() -> None:
+    """The block-level shortcuts of `select`: more heads than it searches for (a link from the
+    last one is found by the walk), and transactions holding the token prefix byte (in an
+    unlocking bytecode and a token output) that are no genesis (nothing selected)."""
+    decoder = RegistryDecoder()
+    heads = [bytes([i % 256, i // 256]) * 16 for i in range(100)]
+    for n, head in enumerate(heads):
+        decoder.committed(BlockContext(n, 0, b""), [Link(head, 1, head, False)], ())
+    link = _tx([OutPoint(heads[-1], 0)], [TxOutput(1, b"\x51")])
+    token = TokenData(bytes([0x33]) * 32, 1)
+    noise = Transaction.build(
+        [TxInput(OutPoint(bytes([0xEF]) * 32, 0), b"\xef\xef")], [TxOutput(1, b"\x51", token)]
+    )
+    block = _block([noise, link])
+    assert sorted(decoder.select(block)) == [1]
+    assert RegistryDecoder().select(_block([noise])) == []
+
+
+def _block(txs: list[Transaction]) -> BlockBytes:
+    raws = [t.to_bytes() for t in txs]
+    offsets = [0]
+    for r in raws:
+        offsets.append(offsets[-1] + len(r))
+    return BlockBytes(b"".join(raws), offsets, [t.txid for t in txs])
+
+
 def _tx(inputs: list[OutPoint], outputs: list[TxOutput]) -> Transaction:
     return Transaction.build([TxInput(op, b"") for op in inputs], outputs)
 

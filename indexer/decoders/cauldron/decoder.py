@@ -117,6 +117,11 @@ class CauldronDecoder:
         # is then inserted once, already spent, instead of inserted and updated (its row goes
         # through the live-pool partial indexes and out again).
         self._unflushed: dict[OutPoint, tuple[object, ...]] = {}
+        # Bulk mode (`bulk`): `committed` keeps only `_confirmed` and the owners, and the
+        # snapshot lags (at `_lag_height`) until `bulk(False)` or a mempool transaction.
+        self._bulk = False
+        self._lagging = False
+        self._lag_height: int | None = None
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -132,6 +137,21 @@ class CauldronDecoder:
         pools = [_pool_from_row(r) for r in rows]
         self._confirmed = {p.outpoint: p for p in pools}
         self.snapshot.replace_confirmed((to_live(p) for p in pools), height)
+        self._lagging = False
+
+    def bulk(self, on: bool) -> None:
+        """During a long initial sync nobody reads the snapshot (the router is served after
+        it), so `committed` skips it — a `LivePool` per pool move and four dicts per block —
+        and leaving bulk mode rebuilds it once from the confirmed pools."""
+        self._bulk = on
+        if not on:
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        if self._lagging:
+            live = (to_live(p) for p in self._confirmed.values())
+            self.snapshot.replace_confirmed(live, self._lag_height)
+            self._lagging = False
 
     # --- blocks --------------------------------------------------------------------------------
 
@@ -309,6 +329,14 @@ class CauldronDecoder:
         removed = [op for op in spent if op not in created]
         for op in removed:
             confirmed.pop(op, None)
+        if self._bulk and not self.snapshot.has_pending:
+            for op, p in created.items():
+                if op not in spent:
+                    confirmed[op] = p
+            self._lagging = True
+            self._lag_height = block.height
+            return
+        self._catch_up()
         added = []
         for op, p in created.items():
             if op not in spent:
@@ -327,6 +355,7 @@ class CauldronDecoder:
     async def mempool_add(
         self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
     ) -> bool:
+        self._catch_up()
         if self.snapshot.is_pending(tx.txid):
             return True
         act = detect(tx.tx, self.owners)

@@ -19,12 +19,13 @@ are decoded; before, every transaction of every block was.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import aiosqlite
 
 from bch.block import output0_spends_and_categories
+from bch.token import PREFIX_TOKEN
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
@@ -104,6 +105,12 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
     return rows
 
 
+# Up to this many tracked heads, `select` first searches the block for their outpoints.
+_HEAD_SEARCH_LIMIT = 64
+_ZERO4 = bytes(4)  # output index 0, little-endian
+_TOKEN = bytes((PREFIX_TOKEN,))
+
+
 class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
@@ -120,14 +127,34 @@ class RegistryDecoder(ConfirmedOnly):
 
     def select(self, block: BlockBytes) -> list[int]:
         """The block's possible links and geneses (see the module doc): a superset of the
-        transactions `decode` uses, found without decoding any."""
+        transactions `decode` uses, found without decoding any.
+
+        Most blocks have none, which is proved first with C-level searches: a transaction
+        spending a head's output 0 holds `head txid ‖ 00000000`, and a genesis holds the
+        token prefix byte, so only the transactions holding that byte are walked (when few
+        heads are tracked). Only if one of them is a candidate is the whole block walked
+        (for the links that extend it)."""
+        raw, offsets = block.raw, block.offsets
+        heads = self._head_txids
+        if len(heads) <= _HEAD_SEARCH_LIMIT and not any(h + _ZERO4 in raw for h in heads):
+            find = raw.find
+            tokens = [
+                i for i in range(len(block.txids)) if find(_TOKEN, offsets[i], offsets[i + 1]) >= 0
+            ]
+            if not self._walk(block, tokens):
+                return []
+        return self._walk(block, range(len(block.txids)))
+
+    def _walk(self, block: BlockBytes, indexes: Iterable[int]) -> list[int]:
+        """The candidates among `indexes` and, following output-0 spends among `indexes`,
+        the transactions extending them."""
         raw, offsets, txids = block.raw, block.offsets, block.txids
         heads = self._head_txids
         position = {t: i for i, t in enumerate(txids)}
         found: list[int] = []
         waiting: dict[int, list[int]] = {}  # block position → txs spending its output 0
         walk = output0_spends_and_categories
-        for i in range(len(txids)):
+        for i in indexes:
             zeros, categories = walk(raw, offsets[i])
             if not zeros:
                 continue
