@@ -235,54 +235,12 @@ def scan_transaction(buf: bytes, pos: int = 0) -> int:
     return end
 
 
-def spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes], list[bytes]]:
-    """The outpoints (36 bytes each: wire txid ‖ LE index) the transaction at `pos` spends, and
-    the token categories (wire order) of its outputs, read from the length fields alone.
-
-    For prefilters that select transactions by what they spend (e.g. authchain links and token
-    genesis) without decoding them. Framing is assumed valid (`Block` has scanned it); a token
-    prefix is only recognised by its first byte, so the categories are a superset of what a
-    full decode finds (a malformed prefix makes decoding fail anyway).
-    """
-    p = pos + 4  # version
-    n = buf[p]
-    if n < 0xFD:
-        p += 1
-    else:
-        n, p = _wide_compact(buf, p, n)
-    spent: list[bytes] = []
-    for _ in range(n):
-        spent.append(buf[p : p + 36])
-        size = buf[p + 36]
-        if size < 0xFD:
-            p += 41 + size
-        else:
-            size, q = _wide_compact(buf, p + 36, size)
-            p = q + size + 4
-    n = buf[p]
-    if n < 0xFD:
-        p += 1
-    else:
-        n, p = _wide_compact(buf, p, n)
-    categories: list[bytes] = []
-    for _ in range(n):
-        size = buf[p + 8]
-        if size < 0xFD:
-            q = p + 9
-        else:
-            size, q = _wide_compact(buf, p + 8, size)
-        if size > 33 and buf[q] == PREFIX_TOKEN:
-            categories.append(buf[q + 1 : q + 33])
-        p = q + size
-    return spent, categories
-
-
 def output0_spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes], list[bytes]]:
-    """`spends_and_categories` narrowed to what an authchain prefilter asks: the txids (wire
-    order) whose output 0 the transaction at `pos` spends, and its outputs' token categories.
-
-    The same walk, with no 36-byte slice per input (the index is tested in place), so a
-    decoder can afford it on every transaction of every block.
+    """What an authchain prefilter asks, read from the length fields alone: the txids (wire
+    order) whose output 0 the transaction at `pos` spends, and its outputs' token categories
+    (a superset: a prefix is recognised by its first byte). Framing is assumed valid (`Block`
+    has scanned it). No slice per input (the index is tested in place), so a decoder can
+    afford it on every transaction of every block.
     """
     p = pos + 4  # version
     n = buf[p]
@@ -539,5 +497,4 @@ __all__ = [
     "parse_block",
     "scan_transaction",
     "serialize_block",
-    "spends_and_categories",
 ]

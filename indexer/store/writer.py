@@ -90,6 +90,7 @@ class ProcessConnection(aiosqlite.Connection):
         self._waiting: deque[asyncio.Future[Any]] = deque()
         self._in_tx = False
         self._posted = 0
+        self._joined: list[Step] = []  # posted steps not yet sent
         self._gone: BaseException | None = None
 
     # --- life cycle ------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class ProcessConnection(aiosqlite.Connection):
     async def _start(self) -> ProcessConnection:
         if self._proc is None:
             self._proc = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-I", str(_CHILD), self._path),
+                *(sys.executable, "-I", "-S", str(_CHILD), self._path),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
@@ -114,7 +115,8 @@ class ProcessConnection(aiosqlite.Connection):
             return
         self._running = False
         if proc.stdin is not None and self._gone is None:
-            with contextlib.suppress(ConnectionError):
+            with contextlib.suppress(ConnectionError, WriterGone):
+                self._send_posts()
                 proc.stdin.write(_frame(("close", [])))
                 await proc.stdin.drain()
                 proc.stdin.close()
@@ -126,9 +128,18 @@ class ProcessConnection(aiosqlite.Connection):
     # --- requests ----------------------------------------------------------------------------
 
     def post(self, steps: Sequence[Step]) -> None:
-        """Queue `steps` and return at once (errors come back from `sync`)."""
-        self._send(("post", list(steps)))
+        """Queue `steps` and return at once (errors come back from `sync`). Posts are joined
+        into one request until the next `pace` or request: a block's writes (the store's and
+        every decoder's) cost one pickle and one pipe write."""
+        if self._gone is not None:
+            raise WriterGone(str(self._gone))
+        self._joined.extend(steps)
         self._posted += 1
+
+    def _send_posts(self) -> None:
+        if self._joined:
+            steps, self._joined = self._joined, []
+            self._send(("post", steps))
 
     async def call(self, steps: Sequence[Step]) -> Any:
         """Run `steps` after everything sent before; their result (see `run_steps`)."""
@@ -157,6 +168,8 @@ class ProcessConnection(aiosqlite.Connection):
         loop reaches its selector, and a busy loop whose awaits all complete at once (blocks
         already fetched, no SQLite answer awaited) may not get there for a whole batch: the
         writer would sit idle, then get the batch at once. One loop turn when anything waits."""
+        if self._gone is None:
+            self._send_posts()
         proc = self._proc
         if proc is not None and proc.stdin and proc.stdin.transport.get_write_buffer_size():
             await asyncio.sleep(0)
@@ -211,6 +224,7 @@ class ProcessConnection(aiosqlite.Connection):
         proc.stdin.write(_frame(request))
 
     def _request(self, request: tuple[str, list[Step]]) -> asyncio.Future[Any]:
+        self._send_posts()  # everything posted before runs first
         self._send(request)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting.append(future)

@@ -1,7 +1,7 @@
 """The indexer's SQLite writer, as a child process (see `indexer.store.writer`).
 
-Run as a script with the isolated interpreter (`python -I writer_child.py DB`): it imports the
-standard library only, so it starts in a few tens of milliseconds. It reads requests from stdin
+Run as a script with the isolated interpreter and no `site` (`python -I -S writer_child.py DB`):
+it imports the standard library only, so it starts fast. It reads requests from stdin
 and answers on stdout, one frame each (4-byte little-endian length, then a pickle):
 
 - request `(mode, steps)`: `mode` is `"call"` (answer with the result), `"post"` (no answer; the
