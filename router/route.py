@@ -898,8 +898,15 @@ def _polish_in(
         get[i] += 1
         if get[i] < caps[i]:
             heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
-    # The rest goes to the largest leg, or as far as the pools' input limits allow, to the
-    # next ones (near 2^63−1 tokens the largest may not hold it all).
+    if not _place_rest(m, pay, get, spare):
+        return legs  # it cannot be spent exactly within the limits: the legs as they came
+    return [(i, pay[i], get[i]) for i in sorted(pay)]
+
+
+def _place_rest(m: _Model, pay: dict[int, int], get: dict[int, int], spare: int) -> bool:
+    """Exact in: the input no whole unit could use goes to the largest leg (its output made
+    again for it), or as far as the pools' input limits allow, to the next ones (near 2^63−1
+    tokens the largest may not hold it all). False if the limits leave some of it over."""
     for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
         take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
         if take or n == 0:
@@ -907,10 +914,8 @@ def _polish_in(
             get[i] = m.out_for_in(i, pay[i])
             spare -= take
         if not spare:
-            break
-    if spare:
-        return legs  # it cannot be spent exactly within the limits: the legs as they came
-    return [(i, pay[i], get[i]) for i in sorted(pay)]
+            return True
+    return not spare
 
 
 def _exact_in_by_out(
@@ -976,17 +981,7 @@ def _exact_in_by_out(
         return None
     if spare and not heap:
         return None  # every pool is full: the input-first path tells what the pools can use
-    # The rest goes to the largest leg, or as far as the pools' input limits allow, to the
-    # next ones (near 2^63−1 tokens the largest may not hold it all).
-    for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
-        take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
-        if take or n == 0:
-            pay[i] += take
-            get[i] = m.out_for_in(i, pay[i])
-            spare -= take
-        if not spare:
-            break
-    if spare:
+    if not _place_rest(m, pay, get, spare):
         return None  # it cannot be spent exactly within the limits: the input-first path
     return [(i, pay[i], get[i]) for i in sorted(pay)]
 
