@@ -173,3 +173,26 @@ async def test_sigkill_of_the_indexer_rolls_the_open_batch_back(tmp_path: Path) 
     finally:
         await conn.close()
     assert rows(path) == [1]
+
+
+async def test_a_dead_writer_fails_every_request_and_the_store_reopens(tmp_path: Path) -> None:
+    """If the writer process dies (an OOM kill, say), waiting requests and every later one
+    fail with WriterGone instead of hanging, close() returns, and a new writer finds the
+    last commit."""
+    path = tmp_path / "w.sqlite"
+    conn = await open_table(path)
+    try:
+        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (1)", ())])
+        assert await conn.commit_posted() is None
+        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (2)", ())])
+        assert conn._proc is not None
+        conn._proc.kill()  # the child, not this process
+        with pytest.raises(WriterGone):
+            await conn.execute_fetchall("SELECT x FROM t")
+        with pytest.raises(WriterGone):
+            conn.post([("exec", "INSERT INTO t VALUES (3)", ())])
+        with pytest.raises(WriterGone):
+            await conn.sync()
+    finally:
+        await asyncio.wait_for(conn.close(), 10)
+    assert rows(path) == [1]
