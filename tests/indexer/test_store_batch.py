@@ -37,6 +37,9 @@ async def test_held_blocks_commit_every_batch_and_at_commit(tmp_path: Path) -> N
         for b in chain.blocks[:10]:
             await store.apply_block(b.height, b.raw, hold=True)
             assert (await store.tip()) is not None
+            # A batch's COMMIT is queued on the writer process: an awaited request returns
+            # only after everything sent before it ran, so a reader then sees the batch.
+            await store.conn.execute("SELECT 1")
             seen.append((b.height, await reader_height(db), store.held_blocks))
         # Blocks 1–4 and 5–8 were committed as batches; 9 and 10 are held (the writer sees
         # them, a reader does not).
