@@ -212,6 +212,10 @@ class ChainFollower:
 
     async def _restore_indexes(self) -> None:
         if self.store.indexes_deferred:
+            log.info(
+                "at the tip: building the secondary indexes",
+                extra=fields(event="indexes_building"),
+            )
             began = time.monotonic()
             built = await self.store.restore_indexes()
             log.info(
