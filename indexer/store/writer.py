@@ -256,6 +256,12 @@ class ProcessConnection(aiosqlite.Connection):
                     future.set_exception(value)
         except (asyncio.IncompleteReadError, ConnectionError):
             self._fail(WriterGone("the writer process exited"))
+        except Exception as exc:  # an answer that does not load, or with no request waiting:
+            # the pipe cannot be trusted any more, and no request may wait forever
+            self._fail(WriterGone(f"the writer's answers broke off: {exc!r}"))
+            if self._proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
 
     def _fail(self, error: BaseException) -> None:
         self._gone = self._gone or error
