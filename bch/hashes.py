@@ -82,11 +82,15 @@ def _ripemd160_py(data: bytes) -> bytes:
 
 
 def _openssl_ripemd160(data: bytes) -> bytes:
-    return hashlib.new("ripemd160", data).digest()
+    # Copying a made hasher skips `hashlib.new`'s lookup by name (about half the cost of a
+    # short hash; the indexer hashes every P2PKH spender's key).
+    h = _RIPEMD160.copy()
+    h.update(data)
+    return h.digest()
 
 
 try:
-    hashlib.new("ripemd160", b"")
+    _RIPEMD160 = hashlib.new("ripemd160")
     ripemd160 = _openssl_ripemd160
 except ValueError:  # pragma: no cover - depends on the OpenSSL build
     ripemd160 = _ripemd160_py
