@@ -12,6 +12,7 @@ import pytest
 
 from indexer.decoders import create_decoders
 from indexer.decoders.base import BlockContext, BlockTx
+from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_reader
 from indexer.store.schema import Migration
@@ -103,7 +104,7 @@ async def test_undo_inside_a_batch_commits_first_then_rolls_back(tmp_path: Path)
         await clean.close()
 
 
-class FailAt:
+class FailAt(ConfirmedOnly):
     """A decoder whose `write` fails once at one height (e.g. a full disk)."""
 
     name = "fail_at"
@@ -139,17 +140,6 @@ class FailAt:
         self, block: BlockContext, rows: Sequence[object], evicted: Collection[bytes]
     ) -> None:
         return None
-
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
-        return False
-
-    def mempool_evict(self, txids: Collection[bytes]) -> None:
-        return None
-
-    def mempool_txids(self) -> Collection[bytes]:
-        return ()
 
 
 async def test_a_failure_mid_batch_rolls_back_the_batch_and_memory(tmp_path: Path) -> None:

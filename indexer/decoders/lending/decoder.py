@@ -19,6 +19,7 @@ import aiosqlite
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
+from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.lending.schema import COMPONENT, MIGRATIONS
 from indexer.store.schema import Migration
 from protocols.lending import LendingConfig, Loan, LoanAction, StateOutput, classify
@@ -162,7 +163,7 @@ def _loan_from_row(r: Any) -> Loan:
     )
 
 
-class LendingDecoder:
+class LendingDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`. `configs`: the deployments to index (default: the
     mainnet v1 constants)."""
 
@@ -304,17 +305,6 @@ class LendingDecoder:
                 for owner in (r.loan.borrower_hash, r.loan.delegate_hash):
                     if owner is not None:
                         self.owners.setdefault(p2nfth_locking(owner), owner)
-
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
-        return False
-
-    def mempool_evict(self, txids: Collection[bytes]) -> None:
-        return None
-
-    def mempool_txids(self) -> Collection[bytes]:
-        return ()
 
 
 def _action_params(r: ActionRow, h: int, t: int, mtp: int) -> tuple[object, ...]:
