@@ -890,6 +890,22 @@ def _polish_in(
     spare = amount - sum(pay.values())
     caps = {i: m.out_cap(i) for i in get}
     heap = [(m.in_for_out(i, get[i] + 1) - pay[i], i) for i in get if get[i] < caps[i]]
+    spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
+    if not _place_rest(m, pay, get, spare):
+        return legs  # it cannot be spent exactly within the limits: the legs as they came
+    return [(i, pay[i], get[i]) for i in sorted(pay)]
+
+
+def _buy_cheapest_units(
+    m: _Model,
+    heap: list[tuple[int, int]],
+    pay: dict[int, int],
+    get: dict[int, int],
+    caps: dict[int, int],
+    spare: int,
+) -> int:
+    """Exact in: while the spare input covers it, buy the whole output unit that costs least
+    (`heap`: (next unit's cost, pool), heapified here); returns the spare left."""
     heapq.heapify(heap)
     while heap and heap[0][0] <= spare:
         cost, i = heapq.heappop(heap)
@@ -898,9 +914,7 @@ def _polish_in(
         get[i] += 1
         if get[i] < caps[i]:
             heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
-    if not _place_rest(m, pay, get, spare):
-        return legs  # it cannot be spent exactly within the limits: the legs as they came
-    return [(i, pay[i], get[i]) for i in sorted(pay)]
+    return spare
 
 
 def _place_rest(m: _Model, pay: dict[int, int], get: dict[int, int], spare: int) -> bool:
@@ -969,14 +983,7 @@ def _exact_in_by_out(
             heap = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
         else:  # units were given back: the next costs moved
             heap = [(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]]
-        heapq.heapify(heap)
-        while heap and heap[0][0] <= spare:
-            cost, i = heapq.heappop(heap)
-            spare -= cost
-            pay[i] += cost
-            get[i] += 1
-            if get[i] < caps[i]:
-                heapq.heappush(heap, (in_for_out(i, get[i] + 1) - pay[i], i))
+        spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
     except ValueError:
         return None
     if spare and not heap:
