@@ -51,6 +51,16 @@ from tests.router.test_daemon_support import running, snapshot_of, standard_pool
 # --- inline contract arithmetic ------------------------------------------------------------
 
 
+def trade_pending(snap: PoolSnapshot, moved: LivePool, tag: bytes, sats: int, tokens: int) -> bytes:
+    """A pending trade moving `moved` to (sats, tokens) in a new output 0; its txid."""
+    txid = sha256(tag)
+    after = LivePool(
+        OutPoint(txid, 0), moved.lineage, moved.owner_pkh, moved.token_id, sats, tokens, None
+    )
+    snap.add_pending(PendingTx(txid, (moved.outpoint,), (after,)))
+    return txid
+
+
 def _outcome(f: Callable[[], int]) -> int | str:
     try:
         return f()
@@ -173,19 +183,7 @@ def test_a_new_pool_state_gets_new_bytes_and_the_old_pools_keep_theirs() -> None
     after_state = PoolState(1_000_100, 19_999)
     old_bytes = {k: p.output(after_state).encode() for k, p in before.items()}
     moved = snap.pools(TOKEN_A)[1]
-    txid = sha256(b"fast paths: a trade")
-    snap.add_pending(
-        PendingTx(
-            txid,
-            (moved.outpoint,),
-            (
-                LivePool(
-                    OutPoint(txid, 0), moved.lineage, moved.owner_pkh, moved.token_id,
-                    moved.sats + 5_000, moved.tokens - 90, None,
-                ),
-            ),
-        )
-    )  # fmt: skip
+    txid = trade_pending(snap, moved, b"fast paths: a trade", moved.sats + 5_000, moved.tokens - 90)
     now = {p.key: p for p in live.current().pools(TOKEN_A)}
     assert (moved.txid, moved.vout) not in now
     fresh = now[(txid[::-1].hex(), 0)]
@@ -337,19 +335,7 @@ def test_the_prefix_depths_follow_the_model_and_a_new_book() -> None:
         assert m.depth_max() == [max(reserve[: k + 1]) for k in range(len(reserve))]
     old = _model(live.current(), TOKEN_A, Direction.BUY)
     moved = snap.pools(TOKEN_A)[0]
-    txid = sha256(b"fast paths: a deep trade")
-    snap.add_pending(
-        PendingTx(
-            txid,
-            (moved.outpoint,),
-            (
-                LivePool(
-                    OutPoint(txid, 0), moved.lineage, moved.owner_pkh, moved.token_id,
-                    9_000_000, moved.tokens // 3, None,
-                ),
-            ),
-        )
-    )  # fmt: skip
+    trade_pending(snap, moved, b"fast paths: a deep trade", 9_000_000, moved.tokens // 3)
     new = _model(live.current(), TOKEN_A, Direction.BUY)
     assert new is not old
     assert new.depth_max()[-1] == 9_000_000 and old.depth_max()[-1] < 9_000_000
