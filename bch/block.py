@@ -12,16 +12,18 @@ Hashes are wire-order bytes; `*_hex` properties give the reversed display order.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from bch.encoding import DecodeError, compact_size, read_compact_size
 from bch.hashes import hash256
-from bch.token import PREFIX_TOKEN
-from bch.tx import Transaction, parse_transaction
+from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
+from bch.tx import OutPoint, Transaction, parse_transaction
 
 HEADER_SIZE = 80
 # Default header version for blocks we build: the BIP9 "top bits" every BCH miner sets.
@@ -280,6 +282,181 @@ def output0_spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes]
 _ZERO_INDEX = bytes(4)  # output index 0, little-endian
 
 
+# --- lean transaction views ----------------------------------------------------------------------
+# What a decoder reads of most transactions is each input's outpoint and unlocking bytecode and
+# each output's value, locking bytecode and tokens. `parse_view` reads just that into named
+# tuples (one allocation per input and output, no `TxInput`/`TxOutput` objects, no encoding
+# caches), several times cheaper than `parse_transaction` on the indexer's candidates. A
+# `Transaction` is a `TxView` too, so code written against the views takes either.
+
+
+class InputView(Protocol):
+    @property
+    def outpoint(self) -> OutPoint: ...
+    @property
+    def unlocking(self) -> bytes: ...
+
+
+class OutputView(Protocol):
+    @property
+    def value(self) -> int: ...
+    @property
+    def locking(self) -> bytes: ...  # without the token prefix
+    @property
+    def token(self) -> TokenData | None: ...
+
+
+class TxView(Protocol):
+    @property
+    def version(self) -> int: ...
+    @property
+    def inputs(self) -> Sequence[InputView]: ...
+    @property
+    def outputs(self) -> Sequence[OutputView]: ...
+
+
+class LeanInput(NamedTuple):
+    outpoint: OutPoint
+    unlocking: bytes
+
+
+class LeanOutput(NamedTuple):
+    value: int
+    locking: bytes
+    token: TokenData | None
+
+
+class LeanTx(NamedTuple):
+    version: int
+    inputs: list[LeanInput]
+    outputs: list[LeanOutput]
+
+
+_unpack_input_head = struct.Struct("<32sIB").unpack_from  # txid, index, script length
+_unpack_output_head = struct.Struct("<QB").unpack_from  # value, script length
+_unpack_i32 = struct.Struct("<i").unpack_from
+_tuple_new = tuple.__new__
+_MIN_WIDE = (0xFD, 0x10000, 0x100000000)  # least value of a 3-, 5-, 9-byte CompactSize
+_AMOUNT_ONLY = 0x10  # token bitfield of a fungible amount without an NFT
+
+
+def _token_maker() -> Callable[[bytes, int], TokenData]:
+    """A fungible-only `TokenData` filled slot by slot (as `bch.tx`'s fast parse does: its
+    `__init__` and `__post_init__` cost Python frames), if the class still has exactly those
+    slots; otherwise its constructor."""
+    names = tuple(f.name for f in dataclasses.fields(TokenData))
+    if names != ("category", "amount", "nft"):  # pragma: no cover - layout guard
+        return lambda category, amount: TokenData(category, amount)
+    slots: dict[str, Any] = dict(vars(TokenData))
+    set_category, set_amount, set_nft = (slots[n].__set__ for n in names)
+    new = object.__new__
+
+    def make(category: bytes, amount: int) -> TokenData:
+        token: TokenData = new(TokenData)
+        set_category(token, category)
+        set_amount(token, amount)
+        set_nft(token, None)
+        return token
+
+    return make
+
+
+_fungible = _token_maker()
+
+
+def parse_view(buf: bytes, pos: int = 0) -> tuple[TxView, int]:
+    """The transaction at `pos` as a `TxView`, and the offset just after it.
+
+    A `LeanTx` for the common shapes; anything else (CompactSize counts ≥ 253, scripts ≥ 65,536
+    bytes, a token prefix other than a plain fungible amount, anything malformed or truncated)
+    is `parse_transaction`'s `Transaction`, with its errors: so a view always reads as the full
+    parse does (`tests/bch/test_block_views.py` holds them equal).
+    """
+    if type(buf) is bytes:
+        try:
+            lean = _parse_lean(buf, pos)
+        except (IndexError, struct.error):  # ran past the end: let the reference report it
+            lean = None
+        if lean is not None:
+            return lean
+    return parse_transaction(buf, pos)
+
+
+def _parse_lean(buf: bytes, pos: int) -> tuple[LeanTx, int] | None:
+    """`parse_view`'s lean pass, or None where it might differ from `parse_transaction`
+    (which then parses). Reads past the end raise; a slice past the end is short but
+    harmless, because a read at or beyond its end follows it (offsets only grow)."""
+    n = len(buf)
+    version = _unpack_i32(buf, pos)[0]
+    p = pos + 4
+    count = buf[p]
+    p += 1
+    if count >= 0xFD or count > (n - p) // 41:
+        return None
+    new = _tuple_new
+    inputs: list[LeanInput] = []
+    add = inputs.append
+    for _ in range(count):
+        txid, index, size = _unpack_input_head(buf, p)
+        q = p + 37
+        if size >= 0xFD:
+            if size > 0xFD:
+                return None
+            size = buf[q] | buf[q + 1] << 8
+            if size < 0xFD:
+                return None  # not minimal
+            q += 2
+        p = q + size + 4  # sequence
+        add(new(LeanInput, (new(OutPoint, (txid, index)), buf[q : p - 4])))
+    if p > n:
+        return None
+    count = buf[p]
+    p += 1
+    if count >= 0xFD or count > (n - p) // 9:
+        return None
+    outputs: list[LeanOutput] = []
+    add_out = outputs.append
+    fungible = _fungible
+    for _ in range(count):
+        value, size = _unpack_output_head(buf, p)
+        start = p + 9
+        if size >= 0xFD:
+            if size > 0xFD:
+                return None
+            size = buf[start] | buf[start + 1] << 8
+            if size < 0xFD:
+                return None
+            start += 2
+        p = start + size
+        if p > n:
+            return None
+        if size and buf[start] == PREFIX_TOKEN:
+            lead = start + 34  # ef ‖ category ‖ bitfield
+            if lead >= p or buf[lead - 1] != _AMOUNT_ONLY:
+                return None  # too short for an amount, or an NFT: the full parse decides
+            amount = buf[lead]
+            if amount < 0xFD:
+                after = lead + 1
+            else:
+                width = 2 if amount == 0xFD else 4 if amount == 0xFE else 8
+                after = lead + 1 + width
+                if after > p:
+                    return None
+                amount = int.from_bytes(buf[lead + 1 : after], "little")
+                if amount < _MIN_WIDE[width >> 2] or amount > MAX_TOKEN_AMOUNT:
+                    return None
+            if amount == 0:
+                return None
+            add_out(
+                new(LeanOutput, (value, buf[after:p], fungible(buf[start + 1 : lead - 1], amount)))
+            )
+        else:
+            add_out(new(LeanOutput, (value, buf[start:p], None)))
+    if p + 4 > n:
+        return None
+    return new(LeanTx, (version, inputs, outputs)), p + 4
+
+
 # --- blocks ----------------------------------------------------------------------------------
 
 
@@ -421,6 +598,15 @@ class Block:
             raise DecodeError(f"transaction {i} decodes to {stop - start} bytes, scanned {end}")
         return tx
 
+    def view(self, i: int) -> TxView:
+        """Transaction `i`'s outpoints, unlocking bytecodes and outputs (`parse_view`): what
+        most decoders read, without the full decode."""
+        start, end = self.tx_span(i)
+        view, stop = parse_view(self.raw, start)
+        if stop != end:  # pragma: no cover - scan and parse read the same length fields
+            raise DecodeError(f"transaction {i} decodes to {stop - start} bytes, scanned {end}")
+        return view
+
     def iter_transactions(self) -> Iterator[Transaction]:
         for i in range(len(self.txids)):
             yield self.transaction(i)
@@ -431,30 +617,31 @@ class Block:
         return self.raw.find(pattern, start, end) >= 0
 
     def find_transactions(self, pattern: bytes) -> list[int]:
-        """Indexes of the transactions whose bytes contain `pattern`, in one pass over the block.
+        """Indexes of the transactions whose bytes contain `pattern` (`transactions_holding`)."""
+        return transactions_holding(self.raw, self._offsets, pattern)
 
-        Faster than `contains` per transaction when matches are rare: the search runs in C over
-        the whole block and only hits are mapped back to transactions.
-        """
-        raw = self.raw
-        offsets = self._offsets
-        stop = offsets[-1]
-        width = len(pattern)
-        found: list[int] = []
-        pos = offsets[0]
-        while True:
-            hit = raw.find(pattern, pos, stop)
-            if hit < 0:
+
+def transactions_holding(raw: bytes, offsets: Sequence[int], pattern: bytes) -> list[int]:
+    """Indexes i of the transactions `raw[offsets[i]:offsets[i + 1]]` that contain `pattern`,
+    in one pass: faster than a search per transaction when matches are rare, since the search
+    runs in C over the whole block and only hits are mapped back to transactions."""
+    stop = offsets[-1]
+    width = len(pattern)
+    found: list[int] = []
+    pos = offsets[0]
+    while True:
+        hit = raw.find(pattern, pos, stop)
+        if hit < 0:
+            return found
+        i = bisect_right(offsets, hit) - 1
+        end = offsets[i + 1]
+        if hit + width <= end:
+            found.append(i)
+            pos = end
+            if pos >= stop:
                 return found
-            i = bisect_right(offsets, hit) - 1
-            end = offsets[i + 1]
-            if hit + width <= end:
-                found.append(i)
-                pos = end
-                if pos >= stop:
-                    return found
-            else:  # straddles two transactions: keep looking inside transaction i
-                pos = hit + 1
+        else:  # straddles two transactions: keep looking inside transaction i
+            pos = hit + 1
 
 
 def build_header(
@@ -488,6 +675,12 @@ __all__ = [
     "HEADER_SIZE",
     "Block",
     "BlockHeader",
+    "InputView",
+    "LeanInput",
+    "LeanOutput",
+    "LeanTx",
+    "OutputView",
+    "TxView",
     "bits_to_target",
     "build_header",
     "merkle_branch",
@@ -495,6 +688,8 @@ __all__ = [
     "merkle_root_from_branch",
     "output0_spends_and_categories",
     "parse_block",
+    "parse_view",
     "scan_transaction",
     "serialize_block",
+    "transactions_holding",
 ]

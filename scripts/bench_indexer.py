@@ -12,14 +12,16 @@ Cauldron trades. Then, over one Electrum connection and with the same prefetch w
 - **indexing**: a fresh follower syncs the same blocks into a fresh SQLite file (WAL), as
   `ladle index` does (`--decoders` to choose the decoders; default: all registered).
 
-The ceilings run before and after the indexing (the machine's load drifts; the faster run is
-kept). Each row also reports the CPU of the event-loop thread and of the SQLite writer (its own
-process, `indexer.store.writer`, plus any other thread of this one), which say where the time
-goes.
+The machine's speed drifts (up to 2x within minutes on a shared VM), so the indexing runs
+`--rounds` times (default 3), each between two runs of the ceilings: the report gives the
+fastest run of each kind and their ratio, and each indexing against the faster of its two
+adjacent ceilings (with the median of those). Each row also reports the CPU of the event-loop
+thread, of the SQLite writer (its own process, `indexer.store.writer`, plus any other thread
+of this one) and of the devnet's server process, which say where the time goes.
 
     .venv/bin/python scripts/bench_indexer.py [--json out.json] [--days 90]
         [--payments-per-day 2000] [--trades-per-day 300] [--seed 1] [--window 32]
-        [--cache DIR] [--decoders cauldron,…]
+        [--cache DIR] [--decoders cauldron,…] [--rounds 3]
 
 `--cache DIR` stores the generated chain (its blocks, and what the generator reported) keyed by
 the scenario settings, and later runs replay it into a fresh devnet instead of generating it
@@ -36,12 +38,14 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import platform
 import resource
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -63,6 +67,7 @@ class Run:
     blocks: int
     txs: int
     bytes: int
+    server_cpu_s: float | None = None  # CPU of the devnet's server process (Linux only)
 
     @property
     def blocks_per_s(self) -> float:
@@ -232,6 +237,28 @@ async def indexing(
     return Run("indexing", wall, loop, other, result.applied, counted["txs"], counted["bytes"])
 
 
+def _process_cpu(pid: int | None) -> float | None:
+    """CPU seconds a running process has used (from /proc; None where there is none): the
+    devnet's server shares the two cores with the indexer's processes, unlike a real server."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _with_server_cpu(pid: int | None, run: Any) -> Run:
+    """Await `run` (a coroutine giving a `Run`) and add the server's CPU during it."""
+    before = _process_cpu(pid)
+    result: Run = await run
+    after = _process_cpu(pid)
+    if before is None or after is None:
+        return result
+    return replace(result, server_cpu_s=round(after - before, 2))
+
+
 def _children_cpu() -> float:
     """CPU of this process's children that have exited (the store's writer, once closed; the
     devnet's process is still running, so it is not counted)."""
@@ -239,25 +266,53 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def measure(url: str, start: int, window: int, decoders: list[str] | None) -> dict[str, Any]:
-    """Ceilings, indexing, ceilings again: each ceiling's faster run is kept (load drifts)."""
+async def measure(
+    url: str,
+    start: int,
+    window: int,
+    decoders: list[str] | None,
+    server_pid: int | None = None,
+    rounds: int = 1,
+) -> dict[str, Any]:
+    """Ceilings, then `rounds` × (indexing, ceilings again). The machine's speed drifts (up to
+    2x within minutes on a shared VM), so each indexing is compared with the faster of the
+    ceilings run right before and right after it, and the fastest runs are kept overall."""
     client = ElectrumClient([url], timeout=120.0)
     runs: dict[str, list[Run]] = {"fetch + parse": [], "fetch + scan": []}
+    indexes: list[Run] = []
+    per_round: list[float] = []
+    db_mb = 0.0
+
+    async def ceilings() -> Run:
+        for decode in (True, False):
+            run = await _with_server_cpu(
+                server_pid, ceiling(client, start, tip, window, decode=decode)
+            )
+            runs[run.name].append(run)
+        return runs["fetch + parse"][-1]
+
     try:
         tip, _ = await client.get_tip()
         with tempfile.TemporaryDirectory(prefix="bench-indexer-") as tmp:
-            for decode in (True, False):
-                run = await ceiling(client, start, tip, window, decode=decode)
-                runs[run.name].append(run)
-            index = await indexing(client, start, window, Path(tmp) / "index.sqlite", decoders)
-            for decode in (True, False):
-                run = await ceiling(client, start, tip, window, decode=decode)
-                runs[run.name].append(run)
-            db_mb = sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6
+            before = await ceilings()
+            for r in range(rounds):
+                db = Path(tmp) / f"index-{r}.sqlite"
+                index = await _with_server_cpu(
+                    server_pid, indexing(client, start, window, db, decoders)
+                )
+                indexes.append(index)
+                db_mb = sum(p.stat().st_size for p in Path(tmp).glob(f"{db.name}*")) / 1e6
+                for f in Path(tmp).glob(f"{db.name}*"):
+                    f.unlink()
+                after = await ceilings()
+                adjacent = max(before.blocks_per_s, after.blocks_per_s)
+                per_round.append(index.blocks_per_s / adjacent)
+                before = after
     finally:
         await client.close()
     best = {name: max(rs, key=lambda r: r.blocks_per_s) for name, rs in runs.items()}
-    assert index.blocks == tip - start + 1
+    index = max(indexes, key=lambda r: r.blocks_per_s)
+    assert all(i.blocks == tip - start + 1 for i in indexes)
     assert all(r.blocks == index.blocks and r.txs == index.txs for r in best.values())
     return {
         "ceiling": asdict(best["fetch + parse"]) | _rates(best["fetch + parse"]),
@@ -265,7 +320,10 @@ async def measure(url: str, start: int, window: int, decoders: list[str] | None)
         "indexing": asdict(index) | _rates(index) | {"db_mb": round(db_mb, 1)},
         "ratio": index.blocks_per_s / best["fetch + parse"].blocks_per_s,
         "ratio_to_scan": index.blocks_per_s / best["fetch + scan"].blocks_per_s,
-        "all_runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
+        "ratio_per_round": [round(x, 3) for x in per_round],
+        "ratio_median": statistics.median(per_round),
+        "all_runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()}
+        | {"indexing": [asdict(r) for r in indexes]},
     }
 
 
@@ -288,17 +346,23 @@ def _print(report: dict[str, Any]) -> None:
     print(f"decoders: {', '.join(report['decoders'])}; window {report['window']}")
     print(
         f"{'':16} {'seconds':>8} {'blocks/s':>10} {'tx/s':>10} {'MB/s':>7} "
-        f"{'loop CPU s':>10} {'writer CPU s':>12}"
+        f"{'loop CPU s':>10} {'writer CPU s':>12} {'server CPU s':>12}"
     )
     for key in ("ceiling", "scan", "indexing"):
         r = report[key]
         print(
             f"{r['name']:16} {r['seconds']:8.1f} {r['blocks_per_s']:10,.1f} "
             f"{r['txs_per_s']:10,.1f} {r['mb_per_s']:7.2f} {r['loop_cpu_s']:10.1f} "
-            f"{r['other_cpu_s']:12.1f}"
+            f"{r['other_cpu_s']:12.1f} {_cpu(r.get('server_cpu_s')):>12}"
         )
-    print(f"indexing / ceiling (fetch + parse): {report['ratio']:.2f}")
+    print(f"indexing / ceiling (fetch + parse): {report['ratio']:.2f} (fastest of each)")
+    rounds = ", ".join(f"{x:.2f}" for x in report["ratio_per_round"])
+    print(f"  each indexing / its adjacent ceiling: {rounds} (median {report['ratio_median']:.2f})")
     print(f"indexing / fetch + scan:            {report['ratio_to_scan']:.2f}")
+
+
+def _cpu(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -307,6 +371,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--electrum", help="measure this server instead of a devnet")
     parser.add_argument("--start-height", type=int, default=0)
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="indexing runs, each followed by the ceilings again (default 3)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--trades-per-day", type=int, default=300)
@@ -350,7 +420,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             info = parent_conn.recv()
             report["devnet"] = info
             url = f"tcp://127.0.0.1:{info['port']}"
-        report.update(asyncio.run(measure(url, args.start_height, args.window, decoders)))
+        pid = child.pid if child is not None else None
+        report.update(
+            asyncio.run(
+                measure(url, args.start_height, args.window, decoders, pid, max(1, args.rounds))
+            )
+        )
     finally:
         if parent_conn is not None:
             parent_conn.send("stop")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import aiosqlite
 
+from bch.block import TxView
 from bch.tx import OutPoint, Transaction, TxOutput
 
 if TYPE_CHECKING:  # the store imports this module; Migration is only an annotation here
@@ -58,13 +59,69 @@ class BlockContext:
     prevouts: PrevoutFetcher | None = None  # None: no source (decoders make do without)
 
 
-@dataclass(frozen=True, slots=True)
-class BlockTx:
-    """One decoded transaction and where it sits in its block (-1 in the mempool)."""
+class TxSource(Protocol):
+    """Where a block's transactions are decoded from, by position (the store's block)."""
 
-    position: int
-    txid: bytes  # wire order
-    tx: Transaction
+    def transaction(self, i: int) -> Transaction: ...
+    def view(self, i: int) -> TxView: ...
+
+
+class BlockTx:
+    """One transaction and where it sits in its block (-1 in the mempool).
+
+    `tx` is the full decode; `view` holds what most decoders read (outpoints, unlocking
+    bytecodes, outputs: `bch.block.TxView`). A candidate of a block decodes each on first use,
+    so a decoder that reads only `view` (Cauldron's block path) never pays for `tx`, a few
+    times dearer. Given a `Transaction`, both are it.
+    """
+
+    __slots__ = ("_source", "_tx", "_view", "position", "txid")
+
+    def __init__(
+        self,
+        position: int,
+        txid: bytes,  # wire order
+        tx: Transaction | None = None,
+        *,
+        source: TxSource | None = None,  # decodes transaction `position` when `tx` is None
+    ) -> None:
+        if tx is None and source is None:
+            raise ValueError("a BlockTx needs its transaction or a source to decode it from")
+        self.position = position
+        self.txid = txid
+        self._tx = tx
+        self._view: TxView | None = tx
+        self._source = source
+
+    @property
+    def tx(self) -> Transaction:
+        tx = self._tx
+        if tx is None:
+            assert self._source is not None  # (checked in __init__)
+            tx = self._tx = self._source.transaction(self.position)
+        return tx
+
+    @property
+    def view(self) -> TxView:
+        view = self._view
+        if view is None:
+            if self._tx is not None:  # decoded already: as cheap to read
+                view = self._view = self._tx
+            else:
+                assert self._source is not None  # (checked in __init__)
+                view = self._view = self._source.view(self.position)
+        return view
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockTx):
+            return NotImplemented
+        return (self.position, self.txid, self.tx) == (other.position, other.txid, other.tx)
+
+    def __hash__(self) -> int:
+        return hash((self.position, self.txid))
+
+    def __repr__(self) -> str:
+        return f"BlockTx({self.position}, {self.txid[::-1].hex()})"
 
 
 class Decoder(Protocol[ContextT, RowT]):

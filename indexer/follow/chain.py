@@ -14,9 +14,11 @@ the run is committed when it ends). A crash at any moment leaves the index at so
 of some chain, and the next run continues from there the same way.
 
 More than `DEFAULT_BULK_DISTANCE` blocks below the server's tip, the store's secondary indexes
-are dropped for the run and built again when the walk reaches the tip (`Store.defer_indexes`,
+are dropped for the run and built again near the tip (`Store.defer_indexes`,
 `indexer.store.bulk`): nobody reads the index that far behind, and keeping every index up to
-date row by row costs the writer more than building them once.
+date row by row costs the writer more than building them once. The build is queued with the
+blocks about `RESTORE_AHEAD` below the tip, so the writer makes it while the event loop decodes
+the last ones, and the walk returns once it is committed.
 
 The server's chain is authoritative (the pool talks to one server at a time): when it is behind
 us on our own chain we wait; when it is on another branch we follow it.
@@ -57,6 +59,9 @@ MAX_RESTARTS = 8  # walks in a row that change nothing before the round gives up
 HOLD_DISTANCE = 8
 # Further than this below the server's tip, a walk defers the secondary indexes (see above).
 DEFAULT_BULK_DISTANCE = 5_000
+# The writer starts building the deferred indexes when the walk fetches the headers that end
+# this close to the tip, so the build runs beside the decoding of the last blocks, not after.
+RESTORE_AHEAD = 2_000
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
 
@@ -129,6 +134,7 @@ class ChainFollower:
         self.progress = progress
         self.on_block = on_block
         self.bulk_distance = bulk_distance
+        self._restore_began: float | None = None  # when the indexes were queued to be built
         self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
         if store.prevouts is None:  # decoders may ask the server for outputs never indexed
             store.prevouts = lambda outpoints: fetch_prevouts(client, outpoints)
@@ -178,6 +184,8 @@ class ChainFollower:
                         continue
                     if not self.following:  # the initial sync
                         await self._defer_indexes(start)
+                        if start + len(headers) + RESTORE_AHEAD > self.server_height:
+                            self._restore_indexes_soon()  # the last stretch below the tip
                     await self._apply(linked, tip)
                 except (BlockChanged, ElectrumError) as exc:
                     # The chain moved under us (or a height vanished): walk again from the tip.
@@ -189,8 +197,11 @@ class ChainFollower:
                     continue
                 stalls = 0
         finally:
-            if self.progress is not None:
-                self.progress.end()
+            try:
+                await self.store.commit()  # whole blocks, whatever ended the walk
+            finally:
+                if self.progress is not None:
+                    self.progress.end()
 
     async def _defer_indexes(self, next_height: int) -> None:
         distance = self.bulk_distance
@@ -210,19 +221,31 @@ class ChainFollower:
                 ),
             )
 
+    def _restore_indexes_soon(self) -> None:
+        """Near the tip: the writer builds the indexes while the loop decodes the last blocks."""
+        if self._restore_began is None and self.store.restore_indexes_soon():
+            self._restore_began = time.monotonic()
+            log.info(
+                "near the tip: building the secondary indexes",
+                extra=fields(event="indexes_building"),
+            )
+
     async def _restore_indexes(self) -> None:
-        if self.store.indexes_deferred:
+        """At the tip: the indexes are built (and committed) before the walk returns."""
+        began, self._restore_began = self._restore_began, None
+        if began is not None:  # queued with the last blocks: wait for their commit
+            await self.store.commit()
+        if self.store.indexes_deferred:  # never queued, or its batch failed and was undone
             log.info(
                 "at the tip: building the secondary indexes",
                 extra=fields(event="indexes_building"),
             )
             began = time.monotonic()
-            built = await self.store.restore_indexes()
+            await self.store.restore_indexes()
+        if began is not None:
             log.info(
                 "secondary indexes built",
-                extra=fields(
-                    event="indexes_built", indexes=built, seconds=round(time.monotonic() - began, 2)
-                ),
+                extra=fields(event="indexes_built", seconds=round(time.monotonic() - began, 2)),
             )
 
     async def _at_server_tip(self, tip: ChainTip) -> tuple[bool, int]:
@@ -303,9 +326,14 @@ class ChainFollower:
                 async for fetched in pipe:
                     hold = self.server_height - fetched.height > HOLD_DISTANCE
                     self._applied(await fetched.apply(self.store, hold=hold), fetched)
+        except BaseException:
+            await self.store.commit()  # whole blocks, whatever ended the run
+            raise
         finally:
             self._size_estimate = pipe.size_estimate
-            await self.store.commit()  # whole blocks, whatever ended the run
+        # A chunk that ends normally leaves its held blocks to the batch: the next chunk's
+        # blocks join it (waiting here for the writer at every 2,016 blocks left it idle while
+        # the next chunk began), and `catch_up` commits when the walk ends.
 
     def _applied(self, result: AppliedBlock, fetched: FetchedBlock) -> None:
         self.blocks_applied += 1

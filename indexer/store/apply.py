@@ -49,7 +49,7 @@ from typing import Any
 
 import aiosqlite
 
-from bch.block import Block, BlockHeader
+from bch.block import Block, BlockHeader, TxView, parse_view
 from bch.hashes import hash256
 from bch.tx import Transaction
 from indexer.decoders.base import (
@@ -77,6 +77,12 @@ _SEARCH_LIMIT = 256
 # to make COMMIT and checkpoints rare during a sync, short enough that a kill loses little.
 DEFAULT_BATCH_BLOCKS = 1000
 DEFAULT_BATCH_SECONDS = 0.2
+# While the indexes are deferred (the bulk of an initial sync, far below the tip) batches are
+# longer: a pool created and spent within one batch is then written once, already spent, instead
+# of inserted and updated (`Flushing`), and COMMITs and checkpoints are rarer. A kill loses at
+# most these few seconds of work, which the restarted follower fetches again.
+BULK_BATCH_BLOCKS = 20_000
+BULK_BATCH_SECONDS = 5.0
 
 _INSERT_BLOCK = (
     "INSERT INTO blocks (height, hash, prev_hash, time, max_time, tx_count, header)"
@@ -124,6 +130,7 @@ class _Source:
         self._raws = raws
         self.txids = tuple(txids)
         self._txs: dict[int, Transaction] = {}
+        self._views: dict[int, TxView] = {}
         self._bytes: BlockBytes | None = None
 
     @classmethod
@@ -152,6 +159,17 @@ class _Source:
             self._txs[i] = tx
         return tx
 
+    def view(self, i: int) -> TxView:
+        """Transaction `i`'s `TxView`: the full decode if one was made, else the lean read."""
+        view: TxView | None = self._txs.get(i)
+        if view is None:
+            view = self._views.get(i)
+        if view is None:
+            block = self._block
+            view = block.view(i) if block is not None else parse_view(self._raws[i])[0]
+            self._views[i] = view
+        return view
+
     def find(self, pattern: bytes) -> list[int]:
         """Indexes of the transactions whose bytes contain `pattern`."""
         if self._block is not None:
@@ -170,8 +188,9 @@ class _Source:
         return self._bytes
 
     def block_txs(self, decoder: AnyDecoder) -> list[BlockTx]:
-        """The prefilter: the decoder's candidates, decoded, in block order — those its
-        `select` hook picks, or else those containing any of its `patterns`."""
+        """The prefilter: the decoder's candidates, in block order — those its `select` hook
+        picks, or else those containing any of its `patterns` — each decoded on first use
+        (`BlockTx.tx` fully, `BlockTx.view` lean)."""
         hits: set[int] = set()
         select = selector(decoder)
         if select is not None:
@@ -179,7 +198,8 @@ class _Source:
         else:
             for p in decoder.patterns:
                 hits.update(self.find(p))
-        return [BlockTx(i, self.txids[i], self.transaction(i)) for i in sorted(hits)]
+        txids = self.txids
+        return [BlockTx(i, txids[i], source=self) for i in sorted(hits)]
 
 
 class Store:
@@ -193,17 +213,21 @@ class Store:
         *,
         batch_blocks: int = DEFAULT_BATCH_BLOCKS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
+        bulk_batch_blocks: int = BULK_BATCH_BLOCKS,
+        bulk_batch_seconds: float = BULK_BATCH_SECONDS,
     ) -> None:
         names = [d.name for d in decoders]
         if len(set(names)) != len(names):
             raise ValueError(f"decoder names must be unique: {names}")
-        if batch_blocks < 1:
+        if batch_blocks < 1 or bulk_batch_blocks < 1:
             raise ValueError("a batch holds at least one block")
         self.conn = conn
         self.decoders = tuple(decoders)
         self.snapshot = snapshot
         self.batch_blocks = batch_blocks
         self.batch_seconds = batch_seconds
+        self.bulk_batch_blocks = bulk_batch_blocks
+        self.bulk_batch_seconds = bulk_batch_seconds
         self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
         self._bulk_hooks = [b for d in self.decoders if (b := bulk_hook(d)) is not None]
         self._lock = asyncio.Lock()
@@ -213,6 +237,9 @@ class Store:
         self._held = 0  # blocks applied in the open transaction, not yet committed
         self._held_since = 0.0  # monotonic time the open transaction began
         self.indexes_deferred = False  # see `defer_indexes`
+        self._deferred_defs: list[tuple[str, str]] = []  # their definitions, while deferred
+        self._restore_soon = False  # `restore_indexes_soon`: built by the next block's batch
+        self._bulk_batch = False  # the open batch began in bulk mode (its length limits)
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
         # Where decoders may fetch outputs the index never saw (the follower sets its server).
@@ -227,12 +254,15 @@ class Store:
         decoders: Sequence[AnyDecoder] | None = None,
         batch_blocks: int = DEFAULT_BATCH_BLOCKS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
+        bulk_batch_blocks: int = BULK_BATCH_BLOCKS,
+        bulk_batch_seconds: float = BULK_BATCH_SECONDS,
     ) -> Store:
         """Open (creating and migrating as needed) and load in-memory state.
 
         Default decoders: every registered one, sharing `snapshot`. Explicit `decoders` must
         have been created with the same snapshot (`create_decoders(snapshot=…)`).
-        `batch_blocks`/`batch_seconds`: when held blocks are committed (see the module doc).
+        `batch_blocks`/`batch_seconds`: when held blocks are committed (see the module doc);
+        `bulk_…`: the same while the indexes are deferred (`defer_indexes`).
         """
         from indexer.decoders import create_decoders  # the registry imports the store's schema
 
@@ -241,14 +271,19 @@ class Store:
         conn = await open_writer(path)
         try:
             migrations = [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)]
-            deferred = bool(await bulk.deferred(conn))
-            if deferred and await _pending(conn, migrations):
+            if await bulk.deferred(conn) and await _pending(conn, migrations):
                 await bulk.restore(conn)  # migrations find the schema they wrote
-                deferred = False
             await migrate(conn, migrations)
-            store = cls(conn, chosen, snap, batch_blocks=batch_blocks, batch_seconds=batch_seconds)
+            store = cls(
+                conn,
+                chosen,
+                snap,
+                batch_blocks=batch_blocks,
+                batch_seconds=batch_seconds,
+                bulk_batch_blocks=bulk_batch_blocks,
+                bulk_batch_seconds=bulk_batch_seconds,
+            )
             await store._reload()
-            store._set_deferred(deferred)
         except BaseException:
             await conn.close()
             raise
@@ -279,7 +314,7 @@ class Store:
             await self._ensure_loaded()
             await self._commit_held()
             dropped = await bulk.defer(self.conn)
-            self._set_deferred(True)
+            self._set_deferred(await bulk.definitions(self.conn))
             return dropped
 
     async def restore_indexes(self) -> int:
@@ -290,15 +325,28 @@ class Store:
             await self._ensure_loaded()
             await self._commit_held()
             built = await bulk.restore(self.conn)
-            self._set_deferred(False)
+            self._set_deferred([])
             return built
 
-    def _set_deferred(self, deferred: bool) -> None:
+    def restore_indexes_soon(self) -> bool:
+        """Have the deferred indexes built in the batch of the next block applied, without
+        waiting: the writer builds them while the event loop decodes the blocks that follow
+        (the last stretch below the tip). The batch's COMMIT makes the rebuild, like its
+        blocks, all or nothing; if the batch fails, the indexes are still deferred (reloaded
+        from the database). True if a rebuild is now due."""
+        self._restore_soon = self.indexes_deferred
+        return self._restore_soon
+
+    def _set_deferred(self, defs: list[tuple[str, str]]) -> None:
         """Deferred indexes mark the initial sync's bulk mode, which decoders hear of
         (`indexer.decoders.base.Bulk`: live state may lag until it ends)."""
-        self.indexes_deferred = deferred
-        for hook in self._bulk_hooks:
-            hook(deferred)
+        self._deferred_defs = defs
+        self._restore_soon = False
+        deferred = bool(defs)
+        if deferred != self.indexes_deferred:
+            self.indexes_deferred = deferred
+            for hook in self._bulk_hooks:
+                hook(deferred)
 
     @property
     def held_blocks(self) -> int:
@@ -465,18 +513,19 @@ class Store:
                 # transaction itself on some errors, and nothing may then run in autocommit).
                 opening = ("begin",) if begin else ("need_tx", "the batch's transaction ended")
                 submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
+                if begin:
+                    self._bulk_batch = self.indexes_deferred
                 self._held += 1
+                if self._restore_soon:
+                    submit(self.conn, bulk.restore_steps(self._deferred_defs))
+                    self._set_deferred([])
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
                     order, context = await d.prepare(self.conn, ctx, txs)
                     rows: list[Any] = [row for t in order for row in d.decode(t, context)]
                     await d.write(self.conn, ctx, rows)
                     results.append(rows)
-                if (
-                    not hold
-                    or self._held >= self.batch_blocks
-                    or _time.monotonic() - self._held_since >= self.batch_seconds
-                ):
+                if not hold or self._batch_full():
                     await self._commit_held(wait=not hold)
                 else:
                     await pace(self.conn)
@@ -496,6 +545,13 @@ class Store:
                 {d.name: len(txs) for d, txs in work},
                 {d.name: len(r) for (d, _), r in zip(work, results, strict=True)},
             )
+
+    def _batch_full(self) -> bool:
+        if self._bulk_batch:  # a batch that rebuilds the indexes keeps its bulk length
+            blocks, seconds = self.bulk_batch_blocks, self.bulk_batch_seconds
+        else:
+            blocks, seconds = self.batch_blocks, self.batch_seconds
+        return self._held >= blocks or _time.monotonic() - self._held_since >= seconds
 
     async def _commit_held(self, *, wait: bool = True) -> None:
         """Commit the held blocks; the writer makes the COMMIT only if every write of the batch
@@ -573,6 +629,9 @@ class Store:
     async def _reload(self) -> None:
         for d in self.decoders:
             await d.load(self.conn)
+        # Whether the indexes are deferred is the database's word (a failed batch may have
+        # rolled back their rebuild).
+        self._set_deferred(await bulk.definitions(self.conn))
         self._retain_mempool()
         self._tip_now = await self._stored_tip()
         self._dirty = False

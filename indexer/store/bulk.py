@@ -14,6 +14,10 @@ them recorded, and `restore` (at the tip, or when the store opens with migration
 recreates them exactly as the migrations wrote them. While indexes are deferred the index is
 complete and correct; only queries that would use them (the data API's, a reorg's undo) are
 slower.
+
+The store can also queue the rebuild (`restore_steps`) inside a held batch of blocks, so the
+writer builds the indexes while the event loop decodes the last blocks below the tip; the
+batch's transaction makes the rebuild, like every write, all or nothing.
 """
 
 from __future__ import annotations
@@ -29,8 +33,20 @@ _SECONDARY = (
 
 async def deferred(conn: aiosqlite.Connection) -> list[str]:
     """Names of the indexes deferred now."""
+    return [name for name, _ in await definitions(conn)]
+
+
+async def definitions(conn: aiosqlite.Connection) -> list[tuple[str, str]]:
+    """(name, CREATE statement) of every index deferred now."""
     await conn.execute(_TABLE)
-    return [str(r[0]) for r in await conn.execute_fetchall("SELECT name FROM deferred_indexes")]
+    rows = await conn.execute_fetchall("SELECT name, sql FROM deferred_indexes ORDER BY name")
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def restore_steps(defs: list[tuple[str, str]]) -> list[tuple[str, str, tuple[object, ...]]]:
+    """The writer steps that build `defs` again and forget them (`indexer.store.db.submit`),
+    for a transaction that is open."""
+    return [*(("exec", sql, ()) for _, sql in defs), ("exec", "DELETE FROM deferred_indexes", ())]
 
 
 async def defer(conn: aiosqlite.Connection) -> int:
@@ -48,12 +64,10 @@ async def defer(conn: aiosqlite.Connection) -> int:
 
 async def restore(conn: aiosqlite.Connection) -> int:
     """Create every deferred index again, in one transaction; how many."""
-    await conn.execute(_TABLE)
-    rows = list(await conn.execute_fetchall("SELECT name, sql FROM deferred_indexes"))
-    if rows:
-        statements = [(str(sql), ()) for _, sql in rows]
-        await _atomically(conn, [*statements, ("DELETE FROM deferred_indexes", ())])
-    return len(rows)
+    defs = await definitions(conn)
+    if defs:
+        await _atomically(conn, [(sql, params) for _, sql, params in restore_steps(defs)])
+    return len(defs)
 
 
 async def _atomically(

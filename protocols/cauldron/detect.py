@@ -10,11 +10,13 @@ transaction, so the common non-Cauldron case costs one `endswith` per input and 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from bch.block import OutputView, TxView
 from bch.script import iter_ops
-from bch.tx import Transaction, TxOutput
+from bch.tx import TxOutput
 from protocols.cauldron.contract import (
     PKH_LEN,
     REDEEM_PREFIX,
@@ -87,7 +89,7 @@ def parse_summon(locking: bytes) -> bytes | None:
     return None
 
 
-def pool_token_problem(output: TxOutput) -> IgnoredReason | None:
+def pool_token_problem(output: OutputView) -> IgnoredReason | None:
     """Why an output paying a pool bytecode is not a pool, by its tokens; None if it is one.
 
     Without FT anyone can drain it; with an NFT a trader could rewrite the commitment.
@@ -152,6 +154,11 @@ class KnownOwners(Collection[bytes]):
 
     def __contains__(self, pkh: object) -> bool:
         return isinstance(pkh, bytes) and pkh in self._pkhs
+
+    @property
+    def pkhs(self) -> AbstractSet[bytes]:
+        """The owners' pkhs as a set (live, read-only): membership without a method call."""
+        return self._pkhs
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self._by_bytecode.values())
@@ -230,7 +237,7 @@ def _nobody(_locking: bytes) -> bytes | None:
     return None
 
 
-def detect(tx: Transaction, known_owner_pkhs: Collection[bytes] = frozenset()) -> CauldronActivity:
+def detect(tx: TxView, known_owner_pkhs: Collection[bytes] = frozenset()) -> CauldronActivity:
     """Find pool spends, continuations, new pools and SUMMON markers in `tx`.
 
     New pools (outputs that pay an owner's pool bytecode, carry FT and no NFT, and are not a
@@ -252,61 +259,132 @@ def detect(tx: Transaction, known_owner_pkhs: Collection[bytes] = frozenset()) -
                 break
         else:
             return NO_ACTIVITY
+    summons = summon_markers(tx)
+    found = classify(tx, pool_inputs(tx), summons, known_owner)
+    return CauldronActivity(
+        spends=tuple(PoolSpend(*s) for s in found.spends),
+        created=tuple(PoolCreation(*c) for c in found.created),
+        summons=tuple(Summon(*m) for m in summons),
+        ignored=tuple(IgnoredOutput(j, r) for j, r in sorted(found.ignored.items())),
+        anomalies=tuple(found.anomalies),
+    )
 
-    spends: list[PoolSpend] = []
+
+# --- the two passes of `detect`, as plain tuples ----------------------------------------------
+#
+# The indexer runs them on every candidate of a block (the first pass over all candidates
+# before the second: owners revealed anywhere in the block count for the whole block), and
+# builds its rows straight from the tuples, without the per-pool objects of `CauldronActivity`.
+
+# (input index, owner pkh, on the signature-less trade path)
+PoolInput = tuple[int, bytes, bool]
+# (input index, kind, owner pkh, continuation output index): `PoolSpend`'s fields
+SpendTuple = tuple[int, SpendKind, bytes, int | None]
+# (output index, owner pkh, via): `PoolCreation`'s fields
+CreationTuple = tuple[int, bytes, CreationVia]
+
+
+def pool_inputs(tx: TxView) -> list[PoolInput]:
+    """The inputs spending a pool (`pool_spend_pkh`), in input order."""
+    suffix = REDEEM_SUFFIX
+    found: list[PoolInput] = []
+    for i, inp in enumerate(tx.inputs):
+        unlocking = inp.unlocking
+        if unlocking.endswith(suffix):
+            pkh = pool_spend_pkh(unlocking)
+            if pkh is not None:
+                found.append((i, pkh, len(unlocking) == TRADE_UNLOCK_LEN))
+    return found
+
+
+def summon_markers(tx: TxView) -> list[tuple[int, bytes]]:
+    """The SUMMON markers (`parse_summon`): (output index, owner pkh), in output order."""
+    head = SUMMON_HEAD
+    found: list[tuple[int, bytes]] = []
+    for j, out in enumerate(tx.outputs):
+        locking = out.locking
+        if locking.startswith(head):
+            pkh = parse_summon(locking)
+            if pkh is not None:
+                found.append((j, pkh))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """`detect`'s findings for one transaction, before they become `CauldronActivity`."""
+
+    spends: list[SpendTuple]
+    created: list[CreationTuple]
+    ignored: dict[int, IgnoredReason]
+    anomalies: list[Anomaly]
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.spends or self.created or self.ignored or self.anomalies)
+
+
+def classify(
+    tx: TxView,
+    inputs: list[PoolInput],
+    summons: list[tuple[int, bytes]],
+    known_owner: Callable[[bytes], bytes | None],
+) -> Classified:
+    """The second pass of `detect`: the spends' continuations and the new pools, given the
+    pool inputs (`pool_inputs`), the SUMMON markers (`summon_markers`) and the known owners
+    (`KnownOwners.owner_of`)."""
+    outputs = tx.outputs
+    n_outputs = len(outputs)
+    spends: list[SpendTuple] = []
     anomalies: list[Anomaly] = []
     ignored: dict[int, IgnoredReason] = {}
     continuations: set[int] = set()
     # Owners this transaction reveals, by the rule that reveals them (first rule wins).
     revealed: dict[bytes, CreationVia] = {}
-    withdrawn: list[bytes] = []
+    for _, pkh in summons:
+        revealed.setdefault(pkh, "summon")
     traded: list[bytes] = []
-
-    for i, inp in enumerate(tx.inputs):
-        pkh = pool_spend_pkh(inp.unlocking)
-        if pkh is None:
-            continue
-        if len(inp.unlocking) != TRADE_UNLOCK_LEN:
-            spends.append(PoolSpend(i, "withdraw", pkh, None))
-            withdrawn.append(pkh)
+    version_2 = tx.version == 2
+    for i, pkh, trade_path in inputs:
+        if not trade_path:
+            spends.append((i, "withdraw", pkh, None))
+            revealed.setdefault(pkh, "withdraw_recreate")
             continue
         traded.append(pkh)
-        if tx.version != 2:
+        if not version_2:
             anomalies.append(Anomaly(i, "version_not_2"))
         cont: int | None = None
-        if i >= len(outputs):
+        if i >= n_outputs:
             anomalies.append(Anomaly(i, "continuation_missing"))
-        elif outputs[i].locking != pool_locking_bytecode(pkh):
-            anomalies.append(Anomaly(i, "continuation_wrong_bytecode"))
         else:
-            problem = pool_token_problem(outputs[i])
-            if problem is None:
-                cont = i
+            out = outputs[i]
+            if out.locking != pool_locking_bytecode(pkh):
+                anomalies.append(Anomaly(i, "continuation_wrong_bytecode"))
             else:
-                anomalies.append(Anomaly(i, "continuation_not_pool"))
-                ignored[i] = problem
-            continuations.add(i)
-        spends.append(PoolSpend(i, "trade", pkh, cont))
-
-    summons: list[Summon] = []
-    for j, out in enumerate(outputs):
-        pkh = parse_summon(out.locking)
-        if pkh is not None:
-            summons.append(Summon(j, pkh))
-            revealed.setdefault(pkh, "summon")
-    for pkh in withdrawn:
-        revealed.setdefault(pkh, "withdraw_recreate")
+                token = out.token  # `pool_token_problem`, inline: once per pool move
+                if token is not None and token.nft is None and token.amount >= 1:
+                    cont = i
+                else:
+                    anomalies.append(Anomaly(i, "continuation_not_pool"))
+                    problem = pool_token_problem(out)
+                    if problem is not None:  # (always, here)
+                        ignored[i] = problem
+                continuations.add(i)
+        spends.append((i, "trade", pkh, cont))
     for pkh in traded:
         revealed.setdefault(pkh, "known_owner")
-    by_bytecode = {pool_locking_bytecode(pkh): pkh for pkh in revealed}
+    # Built when first needed: in a plain trade every P2SH32 output is a continuation.
+    by_bytecode: dict[bytes, bytes] | None = None
 
-    created: list[PoolCreation] = []
+    created: list[CreationTuple] = []
     for j, out in enumerate(outputs):
         if j in continuations:
             continue
         lk = out.locking
         if len(lk) != _P2SH32_LEN or not lk.startswith(_P2SH32_HEAD):
             continue
+        if by_bytecode is None:
+            by_bytecode = {pool_locking_bytecode(pkh): pkh for pkh in revealed}
         owner = by_bytecode.get(lk)
         via: CreationVia = "known_owner"
         if owner is not None:
@@ -317,14 +395,7 @@ def detect(tx: Transaction, known_owner_pkhs: Collection[bytes] = frozenset()) -
                 continue
         problem = pool_token_problem(out)
         if problem is None:
-            created.append(PoolCreation(j, owner, via))
+            created.append((j, owner, via))
         else:
             ignored[j] = problem
-
-    return CauldronActivity(
-        spends=tuple(spends),
-        created=tuple(created),
-        summons=tuple(summons),
-        ignored=tuple(IgnoredOutput(j, r) for j, r in sorted(ignored.items())),
-        anomalies=tuple(anomalies),
-    )
+    return Classified(spends, created, ignored, anomalies)

@@ -19,6 +19,7 @@ from devnet.bcmr_http import DocumentServer
 from devnet.scenario.generator import ScenarioGenerator
 from devnet.service import Devnet
 from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
+from indexer.decoders.cauldron.decode import decode_order
 from indexer.decoders.registry import Link, RegistryContext, RegistryDecoder, decode_registry_tx
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.store import Store, open_writer
@@ -303,3 +304,41 @@ def test_publication_outside_an_authchain_is_ignored(encoding: str) -> None:
     bcmr = bytes.fromhex("6a0442434d52") + push_data(pushed)
     tx = _tx([OutPoint(bytes([1]) * 32, 0)], [TxOutput(0, bcmr)])
     assert decode_registry_tx(BlockTx(0, tx.txid, tx), RegistryContext({})) == []
+
+
+def test_select_sees_a_genesis_behind_token_like_bytes() -> None:
+    """`select` reads every 0xef as a possible prefix, overlapping ones too: an 0xef just
+    before the genesis' prefix, followed 33 bytes on by a valid bitfield (a byte inside the
+    category), must not hide the real prefix; neither must a genesis whose category is spent
+    at index 0 by an earlier input than a decoy's."""
+    authbase = bytes(range(22)) + b"\x10" + bytes(range(9))  # byte 22 reads as a bitfield
+    junk = TxOutput(0, b"\x6a\x01\xef")  # its 0xef sits 10 bytes before the genesis' prefix
+    genesis = _tx([OutPoint(authbase, 0)], [junk, TxOutput(1000, b"\x51", TokenData(authbase, 5))])
+    raw = genesis.to_bytes()
+    real = raw.index(b"\xef" + authbase)
+    assert raw[real - 10] == 0xEF and raw[real - 10 + 33] == 0x10  # the decoy overlaps
+    other = _tx([OutPoint(bytes([3]) * 32, 0)], [TxOutput(1, b"\x51")])
+    assert RegistryDecoder().select(_block([other, genesis])) == [1]
+    # …and its link in the same block, found by its own output 0 being spent.
+    link = _tx([OutPoint(genesis.txid, 0)], [TxOutput(1, b"\x51")])
+    assert RegistryDecoder().select(_block([link, other, genesis])) == [0, 2]
+    assert RegistryDecoder().select(_block([other, link])) == []
+
+
+def test_select_equals_the_walk_on_the_scenario_chain(chain: Chain) -> None:
+    """The searches select what the walk over every transaction's inputs and outputs selects
+    (the walk is what `select` does with many heads), block by block, heads moving on."""
+    searched, walked = RegistryDecoder(), RegistryDecoder()
+    picked = 0
+    for height, raw in enumerate(chain.blocks):
+        block = Block(raw)
+        bb = BlockBytes(block.raw, block.offsets, block.txids)
+        assert searched.select(bb) == walked._walk(bb, range(len(block.txids)))
+        found = searched.select(bb)
+        picked += len(found)
+        ctx = RegistryContext(searched.heads)
+        txs = [BlockTx(i, block.txids[i], block.transaction(i)) for i in found]
+        rows = [r for t in decode_order(txs) for r in decode_registry_tx(t, ctx)]
+        for d in (searched, walked):
+            d.committed(BlockContext(height, 0, b""), rows, ())
+    assert picked > 0

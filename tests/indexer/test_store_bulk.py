@@ -10,6 +10,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from indexer.decoders import create_decoders
 from indexer.decoders.cauldron.schema import MIGRATIONS
 from indexer.follow.logs import record_fields
 from indexer.snapshot import PoolSnapshot
@@ -17,6 +18,7 @@ from indexer.store import CORE_MIGRATIONS, Store, bulk, migrate
 from indexer.store.db import open_writer
 from tests.indexer.test_follower_ledger import check_against_ledger
 from tests.indexer.test_follower_support import SMALL, following, generate, urls
+from tests.indexer.test_store_batch import FailAt
 from tests.indexer.test_store_scenario import build_chain, dump
 
 
@@ -103,3 +105,61 @@ async def test_a_long_sync_defers_the_indexes_and_builds_them_at_the_tip(
         assert events.index("indexes_deferred") < events.index("indexes_built")
     finally:
         await net.stop()
+
+
+async def test_indexes_queued_with_a_block_are_built_by_its_batch(tmp_path: Path) -> None:
+    """`restore_indexes_soon`: the next block's batch builds the indexes (the event loop does
+    not wait for it); after its COMMIT the schema and the rows are a fresh store's."""
+    want = await fresh_indexes(tmp_path / "fresh.sqlite")
+    sc = build_chain(seed=44, n_blocks=12, actions=8)
+    store = await Store.open(tmp_path / "i.sqlite", snapshot=PoolSnapshot())
+    try:
+        assert not store.restore_indexes_soon()  # nothing deferred: nothing due
+        await store.defer_indexes()
+        for b in sc.blocks[:5]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        assert store.restore_indexes_soon()
+        assert store.indexes_deferred  # until a block carries the rebuild
+        for b in sc.blocks[5:]:
+            await store.apply_block(b.height, b.raw, hold=True)
+            assert not store.indexes_deferred
+        assert store.held_blocks == len(sc.blocks)  # one bulk batch: nothing waited for
+        await store.commit()
+        assert await indexes(store.conn) == want
+        assert await bulk.deferred(store.conn) == []
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+    finally:
+        await store.close()
+
+
+async def test_a_failed_batch_undoes_the_queued_rebuild_too(tmp_path: Path) -> None:
+    sc = build_chain(seed=45, n_blocks=12, actions=8)
+    snapshot = PoolSnapshot()
+    fail = FailAt(sc.blocks[7].height)
+    decoders = [*create_decoders(snapshot=snapshot), fail]
+    store = await Store.open(tmp_path / "i.sqlite", snapshot=snapshot, decoders=decoders)
+    try:
+        dropped = await store.defer_indexes()
+        for b in sc.blocks[:5]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        await store.commit()
+        assert store.restore_indexes_soon()
+        with pytest.raises(OSError, match="disk full"):
+            for b in sc.blocks[5:]:
+                await store.apply_block(b.height, b.raw, hold=True)
+        assert fail.failed
+        tip = await store.tip()  # reloads after the failure: the batch is gone, rebuild too
+        assert tip is not None and tip.height == sc.blocks[4].height
+        assert store.indexes_deferred
+        assert len(await bulk.deferred(store.conn)) == dropped
+        for b in sc.blocks[5:]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        assert await store.restore_indexes() == dropped
+        assert await indexes(store.conn) == await fresh_indexes(tmp_path / "fresh.sqlite")
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+    finally:
+        await store.close()

@@ -31,12 +31,22 @@ async def _writes(conn: aiosqlite.Connection) -> list[tuple[str, bytes, int]]:
     return sorted((str(r[0]), bytes(r[1]), int(r[2])) for r in rows)
 
 
-async def _index(sc: Scenario, path: Path, batch_blocks: int) -> list[tuple[str, bytes, int]]:
-    """Index the chain held in batches of `batch_blocks`; the pool writes SQLite saw."""
+async def _index(
+    sc: Scenario, path: Path, batch_blocks: int, *, bulk: bool = False
+) -> list[tuple[str, bytes, int]]:
+    """Index the chain held in batches of `batch_blocks` (or, with `bulk`, with the indexes
+    deferred and bulk batches of 1,000 blocks); the pool writes SQLite saw."""
     store = await Store.open(
-        path, snapshot=PoolSnapshot(), batch_blocks=batch_blocks, batch_seconds=3600.0
+        path,
+        snapshot=PoolSnapshot(),
+        batch_blocks=batch_blocks,
+        batch_seconds=3600.0,
+        bulk_batch_blocks=1000,
+        bulk_batch_seconds=3600.0,
     )
     try:
+        if bulk:
+            await store.defer_indexes()
         await store.conn.executescript(_LOG)
         for b in sc.blocks:
             await store.apply_block(b.height, b.raw, hold=True)
@@ -64,6 +74,9 @@ async def test_a_pool_spent_within_its_batch_is_inserted_once_already_spent(
     # A commit after every block: a pool spent in a later block is inserted, then updated.
     updates = sorted(("update", r[0], r[1]) for r in spent_later)
     assert await _index(sc, tmp_path / "each.sqlite", 1) == sorted(inserts + updates)
+
+    # The same store settings in bulk mode (indexes deferred): the bulk batch holds the chain.
+    assert await _index(sc, tmp_path / "bulk.sqlite", 1, bulk=True) == inserts
 
 
 class FlushFails(FailAt):

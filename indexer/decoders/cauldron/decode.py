@@ -1,7 +1,10 @@
 """Pure Cauldron decoding: from a block's transactions (and the pools they spend) to rows.
 
 Nothing here touches SQLite; `decoder.py` loads the context and writes the rows. The same
-`decode_tx` serves blocks and the mempool, so both see a transaction the same way.
+`decode_tx` serves blocks and the mempool, so both see a transaction the same way. It goes
+from the parsed transaction straight to the statements' parameter tuples (the block path is
+what the initial sync pays for, ~110,000 pool moves on the benchmark chain): no value per pool
+move is made only to be turned into a row later.
 
 Two block-level rules make the result independent of the order of transactions in a block
 (blocks are sorted by txid since CTOR, so a trade can come before the pool it spends):
@@ -15,36 +18,24 @@ from __future__ import annotations
 
 import time as _time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from bch.encoding import DecodeError
 from bch.hashes import hash160
 from bch.script import pushes
-from bch.tx import OutPoint, Transaction
+from bch.tx import OutPoint
 from indexer.decoders.base import BlockTx
-from indexer.decoders.cauldron.model import (
-    Direction,
-    EventKind,
-    OwnerSeen,
-    PoolEvent,
-    PoolSpent,
-    PoolUtxo,
-    PoolVia,
-    Row,
-    TokenSeen,
-    Trade,
-    TraderSeen,
-)
-from protocols.cauldron.contract import REDEEM_SUFFIX
+from indexer.decoders.cauldron.model import EventKind, PoolUtxo, SpentKind
 from protocols.cauldron.detect import (
-    SUMMON_HEAD,
-    CauldronActivity,
+    CreationTuple,
     KnownOwners,
-    detect,
-    parse_summon,
-    pool_spend_pkh,
+    SpendTuple,
+    classify,
+    pool_inputs,
+    summon_markers,
 )
-from protocols.cauldron.formulas import PoolState, classify_change, lp_fee
+from protocols.cauldron.formulas import lp_fee
 
 
 class OwnerOverlay(KnownOwners):
@@ -54,7 +45,8 @@ class OwnerOverlay(KnownOwners):
 
     def __init__(self, base: KnownOwners, extra: Iterable[bytes] = ()) -> None:
         self._base = base
-        super().__init__(pkh for pkh in extra if pkh not in base)
+        known = base.pkhs  # (a set: one C lookup per owner, not a method call)
+        super().__init__([pkh for pkh in extra if pkh not in known])
 
     def owner_of(self, locking: bytes) -> bytes | None:
         return super().owner_of(locking) or self._base.owner_of(locking)
@@ -69,27 +61,15 @@ class OwnerOverlay(KnownOwners):
     def __len__(self) -> int:
         return len(self._base) + super().__len__()
 
-
-def revealed_owners(txs: Iterable[Transaction]) -> list[bytes]:
-    """Owners these transactions reveal: SUMMON markers and pool spends (first-seen order)."""
-    seen: dict[bytes, None] = {}
-    suffix, head = REDEEM_SUFFIX, SUMMON_HEAD  # the cheap C-level tests first
-    for tx in txs:
-        for inp in tx.inputs:
-            if inp.unlocking.endswith(suffix):
-                pkh = pool_spend_pkh(inp.unlocking)
-                if pkh is not None:
-                    seen.setdefault(pkh)
-        for out in tx.outputs:
-            if out.locking.startswith(head):
-                pkh = parse_summon(out.locking)
-                if pkh is not None:
-                    seen.setdefault(pkh)
-    return list(seen)
+    @property
+    def pkhs(self) -> AbstractSet[bytes]:
+        return self._base.pkhs | super().pkhs  # (a copy: the block path never asks)
 
 
-def decode_order(txs: Sequence[BlockTx]) -> list[BlockTx]:
-    """Parents before children among `txs`, otherwise block order (iterative DFS)."""
+def decode_order(txs: Sequence[BlockTx], *, full: bool = False) -> list[BlockTx]:
+    """Parents before children among `txs`, otherwise block order (iterative DFS). The inputs
+    are read from each transaction's view, or with `full` from its full decode (for a decoder
+    that decodes its candidates fully anyway: one parse each, not two)."""
     by_txid = {t.txid: t for t in txs}
     done: set[bytes] = set()
     order: list[BlockTx] = []
@@ -97,7 +77,7 @@ def decode_order(txs: Sequence[BlockTx]) -> list[BlockTx]:
         if root.txid in done:
             continue
         # Stack of (tx, iterator over its in-set parents).
-        stack: list[tuple[BlockTx, Iterator[bytes]]] = [(root, _parents(root, by_txid))]
+        stack: list[tuple[BlockTx, Iterator[bytes]]] = [(root, _parents(root, by_txid, full))]
         done.add(root.txid)
         while stack:
             node, parents = stack[-1]
@@ -105,7 +85,7 @@ def decode_order(txs: Sequence[BlockTx]) -> list[BlockTx]:
                 if parent not in done:
                     done.add(parent)
                     ptx = by_txid[parent]
-                    stack.append((ptx, _parents(ptx, by_txid)))
+                    stack.append((ptx, _parents(ptx, by_txid, full)))
                     break
             else:
                 stack.pop()
@@ -113,10 +93,11 @@ def decode_order(txs: Sequence[BlockTx]) -> list[BlockTx]:
     return order
 
 
-def _parents(t: BlockTx, by_txid: Mapping[bytes, BlockTx]) -> Iterator[bytes]:
+def _parents(t: BlockTx, by_txid: Mapping[bytes, BlockTx], full: bool) -> Iterator[bytes]:
+    inputs = t.tx.inputs if full else t.view.inputs
     return iter(
         sorted(
-            {i.outpoint.txid for i in t.tx.inputs if i.outpoint.txid in by_txid} - {t.txid},
+            {i.outpoint.txid for i in inputs if i.outpoint.txid in by_txid} - {t.txid},
             key=lambda txid: by_txid[txid].position,
         )
     )
@@ -155,10 +136,45 @@ def p2pkh_spender(unlocking: bytes) -> bytes | None:
 
 _new = tuple.__new__  # a named tuple without its Python-level `__new__`
 
+# What decoding one transaction uses from `detect`'s passes: its pool spends, its new pools
+# and the owners of its SUMMON markers.
+Found = tuple[list[SpendTuple], list[CreationTuple], list[bytes]]
+# A `cauldron_events` row: the parameters of the decoder's INSERT (hashes in display order).
+EventRow = tuple[object, ...]
+
 
 def month_of(unix_time: int) -> str:
     """UTC calendar month "YYYY-MM"."""
     return _time.strftime("%Y-%m", _time.gmtime(unix_time))
+
+
+def change_kind(d_sats: int, d_tokens: int) -> EventKind:
+    """`protocols.cauldron.formulas.classify_change` from the deltas (no `PoolState` pair per
+    pool move)."""
+    if d_sats > 0 and d_tokens < 0:
+        return "buy"
+    if d_sats < 0 and d_tokens > 0:
+        return "sell"
+    if d_sats >= 0 and d_tokens >= 0:
+        return "unchanged" if d_sats == d_tokens == 0 else "deposit"
+    return "drain"
+
+
+@dataclass(slots=True)
+class BlockRows:
+    """The rows of a block (or of one mempool transaction), as `decode_tx` builds them: the
+    parameter tuples of the decoder's statements, plus the pool moves `write` and `committed`
+    settle per block (a pool created and spent within a batch is inserted once, spent)."""
+
+    height: int
+    time: int
+    trades: list[tuple[object, ...]] = field(default_factory=list)
+    traders: list[tuple[object, ...]] = field(default_factory=list)
+    tokens: list[tuple[object, ...]] = field(default_factory=list)
+    owners: list[bytes] = field(default_factory=list)  # owners first seen (not yet stored)
+    created: dict[OutPoint, PoolUtxo] = field(default_factory=dict)  # in creation order
+    spent: dict[OutPoint, tuple[bytes, SpentKind]] = field(default_factory=dict)  # → (txid, kind)
+    tvl: dict[bytes, list[int]] = field(default_factory=dict)  # category → [Δsats, Δtokens, Δn]
 
 
 @dataclass(slots=True)
@@ -167,181 +183,286 @@ class CauldronContext:
 
     height: int
     time: int
-    owners: KnownOwners  # for `detect`: known before the block + revealed by it
-    known_before: KnownOwners  # owners already stored (OwnerSeen is emitted for the others)
+    owners: KnownOwners  # for detection: known before the block + revealed by it
+    known_before: KnownOwners  # owners already stored (owner rows are made for the others)
     pools: dict[OutPoint, PoolUtxo]  # live pools the candidates may spend
-    activities: dict[bytes, CauldronActivity] = field(default_factory=dict)
+    found: dict[bytes, Found] = field(default_factory=dict)  # txid → detected (see `detected`)
     # Pool UTXOs the index never saw, read from the chain (`BlockContext.prevouts`): a spend of
     # one is still a `discover`, but with its state before, so with deltas and a trade.
     outside: dict[OutPoint, PoolUtxo] = field(default_factory=dict)
     emitted_owners: set[bytes] = field(default_factory=set)
+    rows: BlockRows = field(init=False)
+    month: str = field(init=False)
 
-    def activity(self, btx: BlockTx) -> CauldronActivity:
-        act = self.activities.get(btx.txid)
-        if act is None:
-            act = detect(btx.tx, self.owners)
-            self.activities[btx.txid] = act
-        return act
+    def __post_init__(self) -> None:
+        self.rows = BlockRows(self.height, self.time)
+        self.month = month_of(self.time)
+
+    def detected(self, btx: BlockTx) -> Found | None:
+        """The transaction's Cauldron activity (None: none that makes rows)."""
+        found = self.found.get(btx.txid)
+        if found is None:
+            view = btx.view
+            summons = summon_markers(view)
+            c = classify(view, pool_inputs(view), summons, self.owners.owner_of)
+            if not (c.spends or c.created or summons):
+                return None
+            found = self.found[btx.txid] = (c.spends, c.created, [pkh for _, pkh in summons])
+        return found
 
 
-def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[Row]:
-    """The rows of one transaction; moves the pools it spends/creates in `ctx.pools`.
+def detect_block(
+    txs: Sequence[BlockTx], known: KnownOwners
+) -> tuple[OwnerOverlay, list[BlockTx], dict[bytes, Found]]:
+    """`detect` over a block's candidates in its two passes: the owners known while decoding the
+    block (`known` plus those any candidate reveals), the relevant candidates (block order) and
+    what each holds."""
+    first = []
+    for t in txs:
+        view = t.view
+        first.append((t, view, pool_inputs(view), summon_markers(view)))
+    seen: dict[bytes, None] = {}
+    for _, _, inputs, summons in first:
+        for _, pkh, _ in inputs:
+            seen.setdefault(pkh)
+        for _, pkh in summons:
+            seen.setdefault(pkh)
+    overlay = OwnerOverlay(known, seen)
+    owner_of = overlay.owner_of
+    relevant: list[BlockTx] = []
+    found: dict[bytes, Found] = {}
+    for t, view, inputs, summons in first:
+        c = classify(view, inputs, summons, owner_of)
+        if not c.is_empty or summons:
+            relevant.append(t)
+            found[t.txid] = (c.spends, c.created, [pkh for _, pkh in summons])
+    return overlay, relevant, found
 
-    Written for speed (a trade moves up to 50 pools, every one through here): the values are
-    named tuples made with `tuple.__new__`, in one pass over the spends and one over the
-    creations, each change kept as the fields of its `PoolEvent` after `seq`… until
-    `pools_touched`, which is known only at the end.
+
+def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
+    """One transaction's `cauldron_events` rows; its other rows and pool moves go to
+    `ctx.rows`, and the pools it spends/creates move in `ctx.pools`.
+
+    Written for speed (a trade moves up to 50 pools, every one through here): straight from
+    the detected tuples to the statements' parameter tuples, in one pass over the spends and
+    one over the creations. `pools_touched`, the last column of every event, is counted first
+    so that each event is built once, whole: as one flat tuple display (kept so by `fmt: off`;
+    joining starred parts costs three times as much).
     """
-    act = ctx.activity(btx)
-    if act.is_empty:
+    found = ctx.detected(btx)
+    if found is None:
         return []
-    tx, txid, position = btx.tx, btx.txid, btx.position
-    height, time = ctx.height, ctx.time
+    spends, creations, owners = found
+    tx, txid, position = btx.view, btx.txid, btx.position
+    height, time, out = ctx.height, ctx.time, ctx.rows
+    txid_d = txid[::-1]
     inputs, outputs = tx.inputs, tx.outputs
-    pools, outside = ctx.pools, ctx.outside
-    rows: list[Row] = []
-    new_pools: list[PoolUtxo] = []
-    # (kind, lineage, owner, category, input, output, before, after, lp_fee) per change.
-    changes: list[tuple[object, ...]] = []
-    owners: list[bytes] = [s.owner_pkh for s in act.summons]
+    pools, outside, spent, tvl = ctx.pools, ctx.outside, out.spent, out.tvl
+    created, tokens_rows = out.created, out.tokens
+    # Every continuation and creation makes an event, and so does a withdraw (or a spend
+    # without a valid continuation) of a pool we knew. (A transaction never spends an outpoint
+    # twice, nor its own outputs, so its spends do not change this as they go.)
+    touched = len(creations)
+    for index, spend_kind, _, cont in spends:
+        if (cont is not None and spend_kind != "withdraw") or inputs[index].outpoint in pools:
+            touched += 1
+    events: list[EventRow] = []
+    add_event = events.append
+    # New pools whose category's TVL entry is settled after the spends' (so that categories
+    # enter `tvl`, and its rows the batch, in the same order as when every new pool was).
+    later: list[tuple[bytes, int, int]] = []
+    sums: dict[bytes, list[int]] | None = None  # trades: category → [Δs, Δt, |Δs|, |Δt|, fee, n]
+    owners = list(owners)
 
-    for spend in act.spends:
-        owner = spend.owner_pkh
+    for index, spend_kind, owner, cont in spends:
         owners.append(owner)
-        index = spend.input_index
         op = inputs[index].outpoint
         prev = pools.pop(op, None)
-        seen = outside.pop(op, None) if prev is None else None
-        if prev is not None:
-            rows.append(
-                _new(PoolSpent, (op, prev.category, prev.sats, prev.tokens, txid, spend.kind))
-            )
-        cont = spend.continuation_index
-        if spend.kind == "withdraw" or cont is None:
-            if prev is None:
+        if prev is None:  # a pool the index never saw (`outside`: its state before) or junk
+            seen = outside.pop(op, None)
+            if cont is None or spend_kind == "withdraw":
                 continue  # never a pool we knew (e.g. token-less junk at a pool address)
-            kind: EventKind = "withdraw" if spend.kind == "withdraw" else "invalidated"
-            held = (prev.sats, prev.tokens)
-            changes.append(
-                (kind, prev.lineage, prev.owner_pkh, prev.category, index, None, held, None, None)
+            o = outputs[cont]
+            token = o.token
+            assert token is not None  # detection only hands out FT-carrying outputs
+            sats, amount, category = o.value, token.amount, token.category
+            if seen is None:
+                # fmt: off
+                add_event(
+                    (
+                        txid_d, len(events), height, time, position, "discover", op[0][::-1],
+                        op[1], owner, category[::-1], index, cont, None, None, sats, amount,
+                        None, None, None, touched,
+                    )
+                )
+                # fmt: on
+            else:
+                bs, bt = seen.sats, seen.tokens
+                ds, dt = sats - bs, amount - bt
+                fee = lp_fee(bs, sats)
+                side = change_kind(ds, dt)
+                if side == "buy" or side == "sell":
+                    if sums is None:
+                        sums = {}
+                    s = sums.get(category)
+                    if s is None:
+                        s = sums[category] = [0, 0, 0, 0, 0, 0]
+                    s[0] += ds
+                    s[1] += dt
+                    s[2] += abs(ds)
+                    s[3] += abs(dt)
+                    s[4] += fee
+                    s[5] += 1
+                # fmt: off
+                add_event(
+                    (
+                        txid_d, len(events), height, time, position, "discover", op[0][::-1],
+                        op[1], owner, category[::-1], index, cont, bs, bt, sats, amount,
+                        ds, dt, fee, touched,
+                    )
+                )
+                # fmt: on
+            new_op = _new(OutPoint, (txid, cont))
+            pool = _new(
+                PoolUtxo,
+                (new_op, op, owner, category, sats, amount, height, time, position, "discovered"),
             )
+            later.append((category, sats, amount))
+            tokens_rows.append((category[::-1], height, time, position, cont, op[0][::-1], op[1]))
+            pools[new_op] = pool
+            created[new_op] = pool
             continue
-        out = outputs[cont]
-        token = out.token
-        assert token is not None  # detect only hands out FT-carrying outputs
-        sats, amount = out.value, token.amount
+
+        spent[op] = (txid, spend_kind)
+        d = tvl.get(prev.category)
+        if d is None:
+            d = tvl[prev.category] = [0, 0, 0]
+        bs, bt = prev.sats, prev.tokens
+        d[0] -= bs
+        d[1] -= bt
+        d[2] -= 1
+        lineage = prev.lineage
+        if cont is None or spend_kind == "withdraw":  # or a trade without a continuation
+            # fmt: off
+            add_event(
+                (
+                    txid_d, len(events), height, time, position,
+                    "withdraw" if spend_kind == "withdraw" else "invalidated", lineage[0][::-1],
+                    lineage[1], prev.owner_pkh, prev.category[::-1], index, None, bs, bt,
+                    None, None, None, None, None, touched,
+                )
+            )
+            # fmt: on
+            continue
+        o = outputs[cont]
+        token = o.token
+        assert token is not None  # detection only hands out FT-carrying outputs
+        sats, amount, category = o.value, token.amount, token.category
+        ds, dt = sats - bs, amount - bt
+        kind = change_kind(ds, dt)
+        fee = lp_fee(bs, sats)
+        if kind == "buy" or kind == "sell":
+            if sums is None:
+                sums = {}
+            s = sums.get(category)
+            if s is None:
+                s = sums[category] = [0, 0, 0, 0, 0, 0]
+            s[0] += ds
+            s[1] += dt
+            s[2] += abs(ds)
+            s[3] += abs(dt)
+            s[4] += fee
+            s[5] += 1
+        # fmt: off
+        add_event(
+            (
+                txid_d, len(events), height, time, position, kind, lineage[0][::-1],
+                lineage[1], owner, category[::-1], index, cont, bs, bt, sats, amount,
+                ds, dt, fee, touched,
+            )
+        )
+        # fmt: on
         new_op = _new(OutPoint, (txid, cont))
-        if prev is not None:
-            lineage = prev.lineage
-            via: PoolVia = "continuation"
-            before: tuple[int, int] | None = (prev.sats, prev.tokens)
-            kind = classify_change(PoolState(prev.sats, prev.tokens), PoolState(sats, amount))
-            fee: int | None = lp_fee(prev.sats, sats)
+        pool = _new(
+            PoolUtxo,
+            (
+                new_op,
+                lineage,
+                owner,
+                category,
+                sats,
+                amount,
+                height,
+                time,
+                position,
+                "continuation",
+            ),
+        )
+        pools[new_op] = pool
+        created[new_op] = pool
+        if category == prev.category:  # (always on a valid chain: the contract checks it)
+            d[0] += sats
+            d[1] += amount
+            d[2] += 1
         else:
-            lineage, via, kind = op, "discovered", "discover"
-            before = None if seen is None else (seen.sats, seen.tokens)
-            fee = None if seen is None else lp_fee(seen.sats, sats)
-        category = token.category
-        new_pools.append(
-            _new(
-                PoolUtxo,
-                (new_op, lineage, owner, category, sats, amount, height, time, position, via),
-            )
-        )
-        changes.append((kind, lineage, owner, category, index, cont, before, (sats, amount), fee))
+            later.append((category, sats, amount))
 
-    for created in act.created:
-        owner = created.owner_pkh
+    for index, owner, via_c in creations:
         owners.append(owner)
-        index = created.output_index
-        out = outputs[index]
-        token = out.token
-        assert token is not None  # detect only hands out FT-carrying outputs
+        o = outputs[index]
+        token = o.token
+        assert token is not None  # detection only hands out FT-carrying outputs
         new_op = _new(OutPoint, (txid, index))
-        sats, amount, category, via_c = out.value, token.amount, token.category, created.via
-        new_pools.append(
-            _new(
-                PoolUtxo,
-                (new_op, new_op, owner, category, sats, amount, height, time, position, via_c),
+        sats, amount, category = o.value, token.amount, token.category
+        category_d = category[::-1]
+        pool = _new(
+            PoolUtxo,
+            (new_op, new_op, owner, category, sats, amount, height, time, position, via_c),
+        )
+        pools[new_op] = pool
+        created[new_op] = pool
+        later.append((category, sats, amount))
+        tokens_rows.append((category_d, height, time, position, index, txid_d, index))
+        # fmt: off
+        add_event(
+            (
+                txid_d, len(events), height, time, position, "create", txid_d, index, owner,
+                category_d, None, index, None, None, sats, amount, None, None, None, touched,
             )
         )
-        changes.append(("create", new_op, owner, category, None, index, None, (sats, amount), None))
+        # fmt: on
 
-    emitted, known_before = ctx.emitted_owners, ctx.known_before
+    for category, sats, amount in later:
+        d = tvl.get(category)
+        if d is None:
+            d = tvl[category] = [0, 0, 0]
+        d[0] += sats
+        d[1] += amount
+        d[2] += 1
+
+    emitted, known_before = ctx.emitted_owners, ctx.known_before.pkhs
     for pkh in owners:
         if pkh not in emitted and pkh not in known_before:
             emitted.add(pkh)
-            rows.append(_new(OwnerSeen, (pkh,)))
-    for pool in new_pools:
-        pools[pool.outpoint] = pool
-        rows.append(pool)
-        if pool.via != "continuation":
-            rows.append(
-                _new(TokenSeen, (pool.category, pool.lineage, position, pool.outpoint.index))
+            out.owners.append(pkh)
+    if sums is not None:
+        for category, (sats, tokens, vs, vt, fee, n) in sums.items():
+            direction = "buy" if sats > 0 or (sats == 0 and tokens < 0) else "sell"
+            # fmt: off
+            out.trades.append(
+                (
+                    txid_d, category[::-1], height, time, position, direction,
+                    sats, tokens, vs, vt, fee, n, touched,
+                )
             )
-
-    touched = len(changes)
-    events = [
-        _new(PoolEvent, (txid, seq, position, *change, touched))
-        for seq, change in enumerate(changes)
-    ]
-    rows.extend(events)
-    trades = _trades(txid, position, events, touched)
-    rows.extend(trades)
-    if trades:
-        rows.extend(_traders(tx, act, month_of(time)))
-    return rows
-
-
-def _trades(txid: bytes, position: int, events: list[PoolEvent], touched: int) -> list[Trade]:
-    """Sum the buys and sells per token (first-appearance order)."""
-    sums: dict[bytes, list[int]] = {}  # category → [sats, tokens, vol_sats, vol_tokens, fee, n]
-    for e in events:
-        kind = e.kind
-        if kind != "buy" and kind != "sell" and _side(e) is None:
-            continue
-        before, after = e.before, e.after
-        if before is None or after is None:
-            ds = dt = 0
-        else:
-            ds, dt = after[0] - before[0], after[1] - before[1]
-        s = sums.get(e.category)
-        if s is None:
-            s = sums[e.category] = [0, 0, 0, 0, 0, 0]
-        s[0] += ds
-        s[1] += dt
-        s[2] += abs(ds)
-        s[3] += abs(dt)
-        s[4] += e.lp_fee or 0
-        s[5] += 1
-    trades = []
-    for category, (sats, tokens, vs, vt, fee, n) in sums.items():
-        direction: Direction = "buy" if sats > 0 or (sats == 0 and tokens < 0) else "sell"
-        trades.append(
-            Trade(txid, category, position, direction, sats, tokens, vs, vt, fee, n, touched)
-        )
-    return trades
-
-
-def _side(e: PoolEvent) -> Direction | None:
-    """Whether an event is a buy or a sell: its kind, or for a discovery whose state before is
-    known, its deltas' kind."""
-    if e.kind in ("buy", "sell"):
-        return "buy" if e.kind == "buy" else "sell"
-    if e.kind == "discover" and e.before is not None and e.after is not None:
-        kind = classify_change(PoolState(*e.before), PoolState(*e.after))
-        return kind if kind in ("buy", "sell") else None
-    return None
-
-
-def _traders(tx: Transaction, act: CauldronActivity, month: str) -> list[TraderSeen]:
-    """The P2PKH addresses funding a trade: its inputs that are not pool spends."""
-    pool_inputs = {s.input_index for s in act.spends}
-    seen: dict[bytes, None] = {}
-    for i, inp in enumerate(tx.inputs):
-        if i in pool_inputs:
-            continue
-        pkh = p2pkh_spender(inp.unlocking)
-        if pkh is not None:
-            seen.setdefault(pkh)
-    return [TraderSeen(month, pkh) for pkh in seen]
+            # fmt: on
+        month = ctx.month
+        pool_inputs_ = {s[0] for s in spends}
+        traders: dict[bytes, None] = {}
+        for i, inp in enumerate(inputs):
+            if i not in pool_inputs_:
+                funder = p2pkh_spender(inp.unlocking)
+                if funder is not None:
+                    traders.setdefault(funder)
+        out.traders.extend((month, funder, height) for funder in traders)
+    return events

@@ -11,35 +11,25 @@ import aiosqlite
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import (
+    BlockRows,
     CauldronContext,
-    OwnerOverlay,
+    EventRow,
     decode_order,
     decode_tx,
-    revealed_owners,
+    detect_block,
 )
-from indexer.decoders.cauldron.model import (
-    OwnerSeen,
-    PoolEvent,
-    PoolSpent,
-    PoolUtxo,
-    Row,
-    TokenSeen,
-    Trade,
-    TraderSeen,
-)
+from indexer.decoders.cauldron.model import PoolUtxo
 from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from indexer.store.db import submit, submit_many
 from indexer.store.schema import Migration
 from indexer.store.writer import Step
 from protocols.cauldron.contract import REDEEM_SUFFIX
-from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, detect, is_pool_utxo
+from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, is_pool_utxo
 
 # The prefilter: a pool spend carries the redeem script's tail, a creation the SUMMON marker,
 # and a known owner's un-summoned pool a P2SH32 locking bytecode (`aa20…87`).
 PATTERNS: tuple[bytes, ...] = (REDEEM_SUFFIX, SUMMON_HEAD, b"\xaa\x20")
-_NONE2: tuple[None, None] = (None, None)
-_NONE4 = (None, None, None, None)
 
 _POOL_COLUMNS = (
     "txid, vout, lineage_txid, lineage_vout, owner_pkh, category, sats, tokens, height, time, "
@@ -122,11 +112,19 @@ class CauldronDecoder:
         self._bulk = False
         self._lagging = False
         self._lag_height: int | None = None
+        # The rows of the block being applied (`prepare` … `committed`): `decode` returns a
+        # transaction's event rows; the others, and the pool moves, collect here.
+        self._rows: BlockRows | None = None
+        # Each token's latest `cauldron_tvl` totals (display-order category → sats, tokens,
+        # pools), kept in step by `write` and reloaded by `load` (after any rollback or undo):
+        # a block's row is then plain values, not a lookup of the previous row per row.
+        self._tvl: dict[bytes, tuple[int, int, int]] = {}
 
     # --- state ---------------------------------------------------------------------------------
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         self._unflushed = {}  # rolled back with their transaction, if any
+        self._rows = None
         owners = await conn.execute_fetchall("SELECT pkh FROM cauldron_owners")
         self.owners = KnownOwners(bytes(r[0]) for r in owners)
         rows = await conn.execute_fetchall(
@@ -135,6 +133,9 @@ class CauldronDecoder:
         tip = await conn.execute_fetchall("SELECT max(height) FROM blocks")
         height = next(iter(tip))[0]
         pools = [_pool_from_row(r) for r in rows]
+        self._tvl = {
+            bytes(r[0]): (r[1], r[2], r[3]) for r in await conn.execute_fetchall(_LATEST_TVL)
+        }
         self._confirmed = {p.outpoint: p for p in pools}
         self.snapshot.replace_confirmed((to_live(p) for p in pools), height)
         self._lagging = False
@@ -158,21 +159,21 @@ class CauldronDecoder:
     async def prepare(
         self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], CauldronContext]:
-        overlay = OwnerOverlay(self.owners, revealed_owners(t.tx for t in txs))
-        activities = {t.txid: detect(t.tx, overlay) for t in txs}
-        relevant = [t for t in txs if not activities[t.txid].is_empty]
+        overlay, relevant, found = detect_block(txs, self.owners)
         produced = {t.txid for t in relevant}
         spent: dict[OutPoint, bytes] = {}  # pool spends of earlier transactions → owner
         for t in relevant:
-            for s in activities[t.txid].spends:
-                op = t.tx.inputs[s.input_index].outpoint
+            inputs = t.view.inputs
+            for index, _, owner, _ in found[t.txid][0]:
+                op = inputs[index].outpoint
                 if op.txid not in produced:
-                    spent[op] = s.owner_pkh
+                    spent[op] = owner
         # The confirmed pools are the unspent pool rows (kept in step by `committed` and
         # `load`): no SELECT per block.
         confirmed = self._confirmed
         pools = {op: p for op in spent if (p := confirmed.get(op)) is not None}
-        ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, activities)
+        ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, found)
+        self._rows = ctx.rows
         unknown = [op for op in spent if op not in pools]
         if unknown and block.prevouts is not None:
             # Pools the index never saw (created before the start height, or without SUMMON by
@@ -185,98 +186,55 @@ class CauldronDecoder:
                         *(op, op, spent[op], out.token.category, out.value, out.token.amount),
                         *(-1, 0, -1, "discovered"),
                     )
-        return decode_order(relevant), ctx
+        return (decode_order(relevant) if len(relevant) > 1 else relevant), ctx
 
-    def decode(self, tx: BlockTx, context: CauldronContext) -> Sequence[Row]:
+    def decode(self, tx: BlockTx, context: CauldronContext) -> Sequence[EventRow]:
         return decode_tx(tx, context)
 
     async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
+        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[EventRow]
     ) -> None:
-        if not rows:
+        """`rows`: the block's `cauldron_events` rows (what `decode` returned); the rest are in
+        the block's `BlockRows` (`prepare` made it)."""
+        out = self._rows
+        if out is None or not (rows or out.owners):
             return  # no thread hop for a block without Cauldron activity
         h, t = block.height, block.time
-        created: dict[OutPoint, PoolUtxo] = {}
-        spent: dict[OutPoint, PoolSpent] = {}
-        events: list[tuple[object, ...]] = []
-        trades: list[tuple[object, ...]] = []
-        tokens: list[tuple[object, ...]] = []
-        owners: list[tuple[object, ...]] = []
-        traders: list[tuple[object, ...]] = []
-        tvl: dict[bytes, list[int]] = {}  # category (wire) → [Δsats, Δtokens, Δpools]
-        for r in rows:  # the most frequent row types first
-            if type(r) is PoolEvent:
-                txid, seq, position, kind, lineage, owner, category, i, o, bef, aft, fee, n = r
-                states: tuple[int | None, ...]  # before, after, then their difference
-                if bef is None:
-                    states = _NONE2 + (aft or _NONE2) + _NONE2
-                elif aft is None:
-                    states = bef + _NONE4
-                else:  # (PoolEvent.d_sats and d_tokens, without the property calls)
-                    states = bef + aft + (aft[0] - bef[0], aft[1] - bef[1])
-                events.append(
-                    (
-                        *(txid[::-1], seq, h, t, position, kind, lineage[0][::-1], lineage[1]),
-                        *(owner, category[::-1], i, o, *states, fee, n),
-                    )
-                )
-            elif isinstance(r, PoolUtxo):
-                created[r.outpoint] = r
-                d = tvl.get(r.category)
-                if d is None:
-                    d = tvl[r.category] = [0, 0, 0]
-                d[0] += r.sats
-                d[1] += r.tokens
-                d[2] += 1
-            elif isinstance(r, PoolSpent):
-                spent[r.outpoint] = r
-                d = tvl.get(r.category)
-                if d is None:
-                    d = tvl[r.category] = [0, 0, 0]
-                d[0] -= r.sats
-                d[1] -= r.tokens
-                d[2] -= 1
-            elif isinstance(r, Trade):
-                trades.append(
-                    (
-                        *(r.txid[::-1], r.category[::-1], h, t, r.position, r.direction),
-                        *(r.sats, r.tokens, r.volume_sats, r.volume_tokens, r.lp_fee),
-                        *(r.pools, r.pools_touched),
-                    )
-                )
-            elif isinstance(r, TraderSeen):
-                traders.append((r.month, r.pkh, h))
-            elif isinstance(r, TokenSeen):
-                tokens.append(
-                    (
-                        *(r.category[::-1], h, t, r.position, r.out_index),
-                        *(r.lineage.txid[::-1], r.lineage.index),
-                    )
-                )
-            elif isinstance(r, OwnerSeen):
-                owners.append((r.pkh, h))
+        created, spent = out.created, dict(out.spent)
         unflushed = self._unflushed
         for op, p in created.items():
             s = spent.pop(op, None)
-            unflushed[op] = (
-                (op.txid[::-1], op.index, p.lineage.txid[::-1], p.lineage.index, p.owner_pkh)
-                + (p.category[::-1], p.sats, p.tokens, h, t, p.position, p.via)
-                + (_NONE4 if s is None else (s.txid[::-1], h, t, s.kind))
-            )
+            _, (lin_txid, lin_vout), owner, category, sats, tokens, _, _, position, via = p
+            if s is None:
+                unflushed[op] = (
+                    *(op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1]),
+                    *(sats, tokens, h, t, position, via, None, None, None, None),
+                )
+            else:
+                unflushed[op] = (
+                    *(op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1]),
+                    *(sats, tokens, h, t, position, via, s[0][::-1], h, t, s[1]),
+                )
         spends = []
         for op, s in spent.items():
             row = unflushed.get(op)
             if row is None:  # inserted by an earlier COMMIT: update it
-                spends.append((s.txid[::-1], h, t, s.kind, op.txid[::-1], op.index))
+                spends.append((s[0][::-1], h, t, s[1], op.txid[::-1], op.index))
             else:  # created earlier in this batch: not inserted yet, so insert it spent
-                unflushed[op] = (*row[:12], s.txid[::-1], h, t, s.kind)
-        tvl_rows = [(c[::-1], h, t, d[0], d[1], d[2]) for c, d in tvl.items()]
+                unflushed[op] = (*row[:12], s[0][::-1], h, t, s[1])
+        tvl_rows = []
+        totals = self._tvl
+        for c, d in out.tvl.items():
+            key = c[::-1]
+            sats, tokens, n = totals.get(key, (0, 0, 0))
+            totals[key] = now = (sats + d[0], tokens + d[1], n + d[2])
+            tvl_rows.append((key, h, t, *now))
         statements = (
-            (_INSERT_EVENT, events),
-            (_INSERT_TRADE, trades),
-            (_UPSERT_TOKEN, tokens),
-            (_INSERT_OWNER, owners),
-            (_INSERT_TRADER, traders),
+            (_INSERT_EVENT, rows),
+            (_INSERT_TRADE, out.trades),
+            (_UPSERT_TOKEN, out.tokens),
+            (_INSERT_OWNER, [(pkh, h) for pkh in out.owners]),
+            (_INSERT_TRADER, out.traders),
             (_INSERT_TVL, tvl_rows),
         )
         # Queued, not awaited: SQLite writes this block while the loop decodes the next (the
@@ -314,17 +272,14 @@ class CauldronDecoder:
         await conn.execute("DELETE FROM cauldron_pools WHERE height > ?", (height,))
 
     def committed(
-        self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]
+        self, block: BlockContext, rows: Sequence[EventRow], evicted: Collection[bytes]
     ) -> None:
-        created: dict[OutPoint, PoolUtxo] = {}
-        spent: set[OutPoint] = set()
-        for r in rows:
-            if type(r) is PoolUtxo:
-                created[r.outpoint] = r
-            elif type(r) is PoolSpent:
-                spent.add(r.outpoint)
-            elif type(r) is OwnerSeen:
-                self.owners.add(r.pkh)
+        out, self._rows = self._rows, None
+        if out is None:  # (the store calls `prepare` for every block, so never)
+            out = BlockRows(block.height, block.time)
+        for pkh in out.owners:
+            self.owners.add(pkh)
+        created, spent = out.created, out.spent
         confirmed = self._confirmed
         removed = [op for op in spent if op not in created]
         for op in removed:
@@ -358,12 +313,13 @@ class CauldronDecoder:
         self._catch_up()
         if self.snapshot.is_pending(tx.txid):
             return True
-        act = detect(tx.tx, self.owners)
-        if not (act.spends or act.created):
+        ctx = CauldronContext(block.height, block.time, self.owners, self.owners, {})
+        found = ctx.detected(tx)
+        if found is None or not (found[0] or found[1]):
             return False
-        pools: dict[OutPoint, PoolUtxo] = {}
-        for s in act.spends:
-            op = tx.tx.inputs[s.input_index].outpoint
+        pools = ctx.pools
+        for index, _, _, _ in found[0]:
+            op = tx.view.inputs[index].outpoint
             live = self.snapshot.pool(op)
             if live is not None:
                 pools[op] = _from_live(live)
@@ -375,11 +331,9 @@ class CauldronDecoder:
                 return False  # conflicts with a pending tx, or spends a pool already spent
         if await _confirmed(conn, tx.txid):
             return False
-        ctx = CauldronContext(block.height, block.time, self.owners, self.owners, pools)
-        ctx.activities[tx.txid] = act
-        rows = decode_tx(tx, ctx)
-        spent = tuple(r.outpoint for r in rows if isinstance(r, PoolSpent))
-        created = tuple(to_live(r, confirmed=False) for r in rows if isinstance(r, PoolUtxo))
+        decode_tx(tx, ctx)
+        spent = tuple(ctx.rows.spent)
+        created = tuple(to_live(p, confirmed=False) for p in ctx.rows.created.values())
         if not spent and not created:
             return False
         return self.snapshot.add_pending(PendingTx(tx.txid, spent, created))
@@ -409,11 +363,18 @@ _UPSERT_TOKEN = (
 _INSERT_OWNER = "INSERT OR IGNORE INTO cauldron_owners VALUES (?,?)"
 _INSERT_TRADER = "INSERT OR IGNORE INTO cauldron_trader_months VALUES (?,?,?)"
 _INSERT_TVL = (
-    "INSERT INTO cauldron_tvl (category, height, time, sats, tokens, pools) "
-    "SELECT ?1, ?2, ?3, coalesce(p.sats, 0) + ?4, coalesce(p.tokens, 0) + ?5, "
-    "coalesce(p.pools, 0) + ?6 FROM (SELECT 1) LEFT JOIN ("
-    "SELECT sats, tokens, pools FROM cauldron_tvl WHERE category = ?1 "
-    "ORDER BY height DESC LIMIT 1) AS p"
+    "INSERT INTO cauldron_tvl (category, height, time, sats, tokens, pools) VALUES (?,?,?,?,?,?)"
+)
+# The latest row of every token, one primary-key seek per token (the recursive part walks the
+# distinct categories through the key, so no full scan of the table).
+_LATEST_TVL = (
+    "WITH RECURSIVE cats(category) AS ("
+    "SELECT min(category) FROM cauldron_tvl UNION ALL "
+    "SELECT (SELECT min(category) FROM cauldron_tvl WHERE category > cats.category) "
+    "FROM cats WHERE cats.category IS NOT NULL) "
+    "SELECT v.category, v.sats, v.tokens, v.pools FROM cats CROSS JOIN cauldron_tvl v "
+    "ON v.category = cats.category AND v.height = "
+    "(SELECT max(height) FROM cauldron_tvl WHERE category = cats.category)"
 )
 
 Params = Sequence[tuple[object, ...]]

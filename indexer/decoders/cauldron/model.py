@@ -1,4 +1,4 @@
-"""The Cauldron decoder's values: pool UTXOs and the rows a transaction produces.
+"""The Cauldron decoder's values: pool UTXOs and the names of pool changes.
 
 Hashes are wire-order bytes here (as in `bch`); the tables store display order (see `schema`).
 A pool *lineage* is the chain of UTXOs one pool moves through as it is traded; its id is the
@@ -6,8 +6,10 @@ outpoint of its first UTXO the index knows: where it was created, or, for a pool
 only discovers when it is first spent (created without SUMMON by an owner not yet known), the
 spent outpoint. The API's `pool_id` is that outpoint as `<txid display hex>:<vout>`.
 
-The rows are named tuples, not dataclasses: a block produces dozens of them and each is built
-once, read once by `write` and once by `committed`, so construction cost is what counts.
+A pool UTXO is a named tuple, not a dataclass: the sync makes one per pool move (~110,000 on the
+benchmark chain), so construction cost is what counts. The rows themselves are the parameter
+tuples of the decoder's statements, built straight from the transaction (`decode.decode_tx`;
+the columns are described in `schema`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     "invalidated",
 )
 SpentKind = Literal["trade", "withdraw"]
-Direction = Literal["buy", "sell"]
 
 _POOL_ID = re.compile(r"^([0-9a-f]{64}):(0|[1-9][0-9]{0,9})$")
 
@@ -84,88 +85,3 @@ class PoolUtxo(NamedTuple):
     @property
     def pool_id(self) -> str:
         return format_pool_id(self.lineage)
-
-
-class PoolSpent(NamedTuple):
-    """A known pool UTXO spent by `txid` (its values are kept for the TVL bookkeeping)."""
-
-    outpoint: OutPoint
-    category: bytes
-    sats: int
-    tokens: int
-    txid: bytes
-    kind: SpentKind
-
-
-class PoolEvent(NamedTuple):
-    """One pool's state change in one transaction; `seq` orders the events of a transaction
-    (spends in input order, then creations in output order)."""
-
-    txid: bytes
-    seq: int
-    position: int
-    kind: EventKind
-    lineage: OutPoint
-    owner_pkh: bytes
-    category: bytes
-    input_index: int | None
-    output_index: int | None
-    before: tuple[int, int] | None  # (sats, tokens); None for create (and discover, unless the
-    # spent output was fetched)
-    after: tuple[int, int] | None  # None for withdraw/invalidated
-    lp_fee: int | None  # trade-path changes with both states known
-    pools_touched: int  # events in this transaction
-
-    @property
-    def d_sats(self) -> int | None:
-        if self.before is None or self.after is None:
-            return None
-        return self.after[0] - self.before[0]
-
-    @property
-    def d_tokens(self) -> int | None:
-        if self.before is None or self.after is None:
-            return None
-        return self.after[1] - self.before[1]
-
-
-class Trade(NamedTuple):
-    """One transaction's buys and sells of one token, summed over the pools it traded with.
-
-    `sats`/`tokens` are the net change of those pools (so `sats > 0`: the user paid BCH);
-    the volumes sum each pool's |Δ|; the execution price is volume_sats / volume_tokens.
-    """
-
-    txid: bytes
-    category: bytes
-    position: int
-    direction: Direction
-    sats: int
-    tokens: int
-    volume_sats: int
-    volume_tokens: int
-    lp_fee: int
-    pools: int  # pools of this token traded with
-    pools_touched: int  # pools of any token changed by the transaction
-
-
-class TokenSeen(NamedTuple):
-    """A new (non-continuation) pool of `category`. The token's first pool is the one with the
-    least (height, position, out_index), whatever order a block's rows are written in."""
-
-    category: bytes
-    lineage: OutPoint
-    position: int
-    out_index: int
-
-
-class OwnerSeen(NamedTuple):
-    pkh: bytes
-
-
-class TraderSeen(NamedTuple):
-    month: str  # "YYYY-MM" (UTC) of the block time
-    pkh: bytes
-
-
-Row = PoolUtxo | PoolSpent | PoolEvent | Trade | TokenSeen | OwnerSeen | TraderSeen

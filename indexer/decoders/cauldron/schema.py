@@ -181,4 +181,88 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP INDEX cauldron_events_lineage;
         """,
     ),
+    Migration(
+        COMPONENT,
+        4,
+        "kind and via checks as OR chains",
+        """
+        -- SQLite evaluates `x IN (a, b, c, …)` with more than two constants through an
+        -- ephemeral table that it fills again on every execution of the INSERT, and the sync
+        -- executes one per row: ~5 µs per row for events and pool UTXOs, in the writer that
+        -- bounds the sync. `x = a OR x = b OR …` accepts exactly the same values for nothing.
+        -- SQLite cannot alter a CHECK in place: both tables are copied (same columns, same
+        -- order, same keys) and their indexes made again, all in this migration's transaction.
+        CREATE TABLE cauldron_pools_v4 (
+            txid          BLOB NOT NULL,
+            vout          INTEGER NOT NULL,
+            lineage_txid  BLOB NOT NULL,
+            lineage_vout  INTEGER NOT NULL,
+            owner_pkh     BLOB NOT NULL,
+            category      BLOB NOT NULL,
+            sats          INTEGER NOT NULL,
+            tokens        INTEGER NOT NULL,
+            height        INTEGER NOT NULL REFERENCES blocks(height),
+            time          INTEGER NOT NULL,
+            position      INTEGER NOT NULL,
+            via           TEXT NOT NULL CHECK (via = 'summon' OR via = 'known_owner'
+                              OR via = 'withdraw_recreate' OR via = 'continuation'
+                              OR via = 'discovered'),
+            spent_txid    BLOB,
+            spent_height  INTEGER REFERENCES blocks(height),
+            spent_time    INTEGER,
+            spent_kind    TEXT CHECK (spent_kind IN ('trade', 'withdraw')),
+            PRIMARY KEY (txid, vout),
+            CHECK ((spent_height IS NULL) = (spent_txid IS NULL)
+                   AND (spent_height IS NULL) = (spent_time IS NULL)
+                   AND (spent_height IS NULL) = (spent_kind IS NULL))
+        ) WITHOUT ROWID;
+        INSERT INTO cauldron_pools_v4 SELECT * FROM cauldron_pools;
+        DROP TABLE cauldron_pools;
+        ALTER TABLE cauldron_pools_v4 RENAME TO cauldron_pools;
+        CREATE INDEX cauldron_pools_live_category
+            ON cauldron_pools(category, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_live_owner
+            ON cauldron_pools(owner_pkh, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_lineage
+            ON cauldron_pools(lineage_txid, lineage_vout, height, position, vout);
+        CREATE INDEX cauldron_pools_height ON cauldron_pools(height);
+        CREATE INDEX cauldron_pools_spent_height
+            ON cauldron_pools(spent_height) WHERE spent_height IS NOT NULL;
+
+        CREATE TABLE cauldron_events_v4 (
+            txid           BLOB NOT NULL,
+            seq            INTEGER NOT NULL,
+            height         INTEGER NOT NULL REFERENCES blocks(height),
+            time           INTEGER NOT NULL,
+            position       INTEGER NOT NULL,
+            kind           TEXT NOT NULL CHECK (kind = 'create' OR kind = 'buy'
+                               OR kind = 'sell' OR kind = 'deposit' OR kind = 'unchanged'
+                               OR kind = 'drain' OR kind = 'withdraw' OR kind = 'discover'
+                               OR kind = 'invalidated'),
+            lineage_txid   BLOB NOT NULL,
+            lineage_vout   INTEGER NOT NULL,
+            owner_pkh      BLOB NOT NULL,
+            category       BLOB NOT NULL,
+            input_index    INTEGER,
+            output_index   INTEGER,
+            sats_before    INTEGER,
+            tokens_before  INTEGER,
+            sats_after     INTEGER,
+            tokens_after   INTEGER,
+            d_sats         INTEGER,
+            d_tokens       INTEGER,
+            lp_fee         INTEGER,
+            pools_touched  INTEGER NOT NULL,
+            PRIMARY KEY (txid, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO cauldron_events_v4 SELECT * FROM cauldron_events;
+        DROP TABLE cauldron_events;
+        ALTER TABLE cauldron_events_v4 RENAME TO cauldron_events;
+        CREATE INDEX cauldron_events_category_time ON cauldron_events(category, time);
+        CREATE INDEX cauldron_events_owner_time ON cauldron_events(owner_pkh, time);
+        CREATE INDEX cauldron_events_height ON cauldron_events(height);
+        CREATE INDEX cauldron_events_withdrawn
+            ON cauldron_events(category) WHERE kind = 'withdraw';
+        """,
+    ),
 )

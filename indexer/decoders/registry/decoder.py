@@ -8,23 +8,24 @@ parents first so a chain can advance several links in one block. Limitation: a p
 the authbase transaction itself is not seen (the category is only known from its genesis).
 
 No byte pattern announces a link (it is recognised by what it spends), so instead of
-`patterns` the decoder selects its candidates with the store's `select` hook, walking the
-block's length fields without decoding anything: a transaction is a candidate if an input
-spends output 0 of a tracked head (kept in memory as 36-byte outpoints, in step with `heads`)
-or of another candidate of the same block (a chain may advance several links in one block),
-or if an output's token category is the txid of an output 0 it spends (a genesis). Only those
-are decoded; before, every transaction of every block was.
+`patterns` the decoder selects its candidates with the store's `select` hook, searching the
+block's bytes without decoding anything: a transaction is a candidate if an input spends
+output 0 of a tracked head (the heads' txids are kept in memory, in step with `heads`) or of
+another candidate of the same block (a chain may advance several links in one block), or if
+an output's token category is the txid of an output 0 it spends (a genesis). Only those are
+decoded; before, every transaction of every block was.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import aiosqlite
 
-from bch.block import output0_spends_and_categories
+from bch.block import output0_spends_and_categories, transactions_holding
 from bch.token import PREFIX_TOKEN
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
@@ -109,6 +110,13 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
 _HEAD_SEARCH_LIMIT = 64
 _ZERO4 = bytes(4)  # output index 0, little-endian
 _TOKEN = bytes((PREFIX_TOKEN,))
+# What could be a token prefix: 0xef, 32 bytes of category (captured), a bitfield that
+# `bch.token.decode_token_prefix` accepts (reserved bit clear, capability ≤ 2, commitment and
+# capability only with an NFT, an NFT or an amount). Zero-width after the 0xef, so that a
+# match inside a signature cannot swallow a real prefix that starts within its 33 bytes.
+_PREFIX_LIKE = re.compile(
+    re.escape(_TOKEN) + rb"(?=([\x00-\xff]{32})[\x10\x20-\x22\x30-\x32\x60-\x62\x70-\x72])"
+)
 
 
 class RegistryDecoder(ConfirmedOnly):
@@ -129,21 +137,31 @@ class RegistryDecoder(ConfirmedOnly):
         """The block's possible links and geneses (see the module doc): a superset of the
         transactions `decode` uses, found without decoding any.
 
-        Most blocks have none, which is proved first with C-level searches: a transaction
-        spending a head's output 0 holds `head txid ‖ 00000000`, and a genesis holds the
-        token prefix byte, so only the transactions holding that byte are walked (when few
-        heads are tracked). Only if one of them is a candidate is the whole block walked
-        (for the links that extend it)."""
-        raw, offsets = block.raw, block.offsets
+        With few heads tracked, by C-level searches alone: a transaction spending output 0 of
+        a head (or of another candidate of the block) holds `txid ‖ 00000000`, and a genesis
+        holds a token prefix `ef ‖ category ‖ bitfield` and spends output 0 of the category,
+        so it holds `category ‖ 00000000` too. Every 32 bytes between an 0xef and a valid
+        bitfield are tried as a category (the block's categories, and a few strings inside
+        signatures). Most blocks are proved free of links and geneses without a Python step
+        per transaction; the others select only the transactions holding such an outpoint.
+        With many heads, every transaction's inputs and outputs are walked instead."""
+        raw, offsets, txids = block.raw, block.offsets, block.txids
         heads = self._head_txids
-        if len(heads) <= _HEAD_SEARCH_LIMIT and not any(h + _ZERO4 in raw for h in heads):
-            find = raw.find
-            tokens = [
-                i for i in range(len(block.txids)) if find(_TOKEN, offsets[i], offsets[i + 1]) >= 0
-            ]
-            if not self._walk(block, tokens):
-                return []
-        return self._walk(block, range(len(block.txids)))
+        if len(heads) > _HEAD_SEARCH_LIMIT:
+            return self._walk(block, range(len(txids)))
+        spent = [h for h in heads if h + _ZERO4 in raw]
+        spent += [c for c in set(_PREFIX_LIKE.findall(raw)) if c + _ZERO4 in raw]
+        if not spent:
+            return []
+        chosen: set[int] = set()
+        todo = spent
+        while todo:  # the holders, then the holders of their own output 0, and so on
+            pattern = todo.pop() + _ZERO4
+            for i in transactions_holding(raw, offsets, pattern):
+                if i not in chosen:
+                    chosen.add(i)
+                    todo.append(txids[i])
+        return sorted(chosen)
 
     def _walk(self, block: BlockBytes, indexes: Iterable[int]) -> list[int]:
         """The candidates among `indexes` and, following output-0 spends among `indexes`,
@@ -190,7 +208,7 @@ class RegistryDecoder(ConfirmedOnly):
     async def prepare(
         self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], RegistryContext]:
-        return decode_order(txs), RegistryContext(self.heads)
+        return decode_order(txs, full=True), RegistryContext(self.heads)
 
     def decode(self, tx: BlockTx, context: RegistryContext) -> Sequence[Row]:
         return decode_registry_tx(tx, context)
