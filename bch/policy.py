@@ -23,7 +23,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, lt
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -46,7 +47,7 @@ from bch.token import (
     PREFIX_TOKEN,
     Capability,
 )
-from bch.tx import MAX_SATS, Transaction, TxOutput
+from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxOutput
 
 MIN_RELAY_FEE_PER_KB = 1000
 DUST_RELAY_FEE_PER_KB = 1000
@@ -266,6 +267,8 @@ def input_standardness_errors(
     any size counts; from 2026 so does any bytecode of at most 201 bytes)."""
     _check_year(vm_year)
     _check_aligned(tx, source_outputs)
+    if None not in _kinds_of(list(map(_locking_of, source_outputs)), vm_year):
+        return []  # every type known (a router's pools, build after build): nothing to report
     return [
         PolicyViolation(
             "bad-txns-nonstandard-inputs",
@@ -317,7 +320,7 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     push_only = _PUSH_ONLY  # a router spends the same pools' unlockings in build after build
     if len(push_only) > _PUSH_ONLY_MAX:
         push_only.clear()
-    unlockings = [txin.unlocking for txin in tx.inputs]
+    unlockings = list(map(_unlocking_of, tx.inputs))
     # Every unlocking already known push-only and none too long (a router's pools, build after
     # build): nothing to report, decided without a Python-level step per input.
     known = all(map(push_only.get, unlockings)) and max(map(len, unlockings), default=0) <= (
@@ -353,7 +356,13 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     later: list[PolicyViolation] = []
     total_out = 0
     dust_at = _DUST_AT_SIZE
-    for i, out in enumerate(tx.outputs):
+    outputs: Sequence[TxOutput]
+    if isinstance(tx, TemplatedTransaction) and (clean := _templated_clean(tx, vm_year)):
+        # The templated outputs report nothing: only the others are looked at one by one.
+        (first, total_out), outputs = clean, tx.rest
+    else:
+        first, outputs = 0, tx.outputs
+    for i, out in enumerate(outputs, first):
         locking = out.locking
         value = out.value
         kind = _solve(locking, vm_year)
@@ -437,9 +446,9 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
         )
     if not tx.inputs:
         add(PolicyViolation("bad-txns-vin-empty", "transaction has no inputs"))
-    if not tx.outputs:
+    if not (first or outputs):
         add(PolicyViolation("bad-txns-vout-empty", "transaction has no outputs"))
-    outpoints = [txin.outpoint for txin in tx.inputs]
+    outpoints = list(map(_outpoint_of, tx.inputs))
     # Distinct outpoints with no null index (every router transaction): nothing to report.
     if len(set(outpoints)) < len(outpoints) or 0xFFFFFFFF in map(_index_of, outpoints):
         seen: set[tuple[bytes, int]] = set()
@@ -470,6 +479,55 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
             )
         )
     return errors
+
+
+def _templated_clean(tx: TemplatedTransaction, vm_year: int) -> tuple[int, int] | None:
+    """(count, value total) of `tx`'s templated outputs when the output checks of
+    `standardness_errors` have nothing to say about any of them, else None (the caller then
+    checks every output one by one). Decided from the templates' bytecodes, the values and the
+    outputs' sizes without a Python-level step per output: each is a fungible-token output
+    (no NFT, never a bare 0xef prefix) whose bytecode is of a standard non-data type, whose
+    value is within 21e14 sats and at least the dust threshold of its size (the threshold
+    grows with the size, so the least value against the largest size's threshold settles it
+    at once, and only otherwise output by output)."""
+    values = tx.values
+    if not values:
+        return None
+    top = max(map(len, tx.encoded))
+    if top >= _DUST_SIZES or max(values) > MAX_SATS:
+        return None
+    if min(values) < _DUST_AT_SIZE[top] and any(
+        map(lt, values, map(_DUST_AT_SIZE.__getitem__, map(len, tx.encoded)))
+    ):
+        return None
+    found = _kinds_of(list(map(_locking_of, tx.templates)), vm_year)
+    if None in found or "multisig" in found or "nulldata" in found:
+        return None
+    return len(values), sum(values)
+
+
+def _kinds_of(lockings: list[bytes], vm_year: int) -> set[str | None]:
+    """`{_solve(b, vm_year) for b in lockings}` with a C-level lookup per bytecode: a router's
+    transactions repeat its pools' bytecodes build after build, so each is solved once."""
+    kinds = _KINDS.setdefault(vm_year, {})
+    found = set(map(kinds.get, lockings, repeat(_UNKNOWN)))
+    if _UNKNOWN in found:  # bytecodes not seen yet
+        if len(kinds) > _KINDS_MAX:
+            kinds.clear()
+        for locking in lockings:
+            if locking not in kinds:
+                kinds[locking] = _solve(locking, vm_year)
+        found = set(map(kinds.__getitem__, lockings))
+    return found
+
+
+# `_solve` per locking bytecode and VM year (`_kinds_of`). Bounded: cleared when full.
+_KINDS: dict[int, dict[bytes, str | None]] = {}
+_KINDS_MAX = 1 << 16
+_UNKNOWN = "?"  # not a kind `_solve` returns
+_locking_of = attrgetter("locking")
+_unlocking_of = attrgetter("unlocking")
+_outpoint_of = attrgetter("outpoint")
 
 
 def is_standard(tx: Transaction, *, vm_year: int = 2026) -> bool:

@@ -194,6 +194,33 @@ _CS32 = struct.Struct("<BI").pack
 _CS64 = struct.Struct("<BQ").pack
 
 
+def fungible_encodings(
+    templates: Sequence[FungibleTemplate], values: Sequence[int], amounts: Sequence[int]
+) -> list[bytes]:
+    """`[t.output(v, a).encode() for …]` without the objects: one pass, the bytes only (a
+    router's transaction holds its pools' outputs this way, `TemplatedTransaction`). An
+    amount `TokenData` would refuse is refused by `TokenData` itself, as in `output`."""
+    out: list[bytes] = []
+    add = out.append
+    pack = _U64.pack
+    one = _ONE_BYTE
+    for template, value, amount in zip(templates, values, amounts, strict=True):
+        leads = template._leads
+        if amount < 0xFD:
+            if amount < 1:
+                TokenData(template.category, amount)  # raises its own error
+            add(pack(value) + leads[0] + one[amount] + template.locking)
+        elif amount <= 0xFFFF:
+            add(pack(value) + leads[1] + _CS16(0xFD, amount) + template.locking)
+        elif amount <= 0xFFFFFFFF:
+            add(pack(value) + leads[2] + _CS32(0xFE, amount) + template.locking)
+        else:
+            if amount > MAX_TOKEN_AMOUNT:
+                TokenData(template.category, amount)  # raises its own error
+            add(pack(value) + leads[3] + _CS64(0xFF, amount) + template.locking)
+    return out
+
+
 def decode_output(reader: Reader) -> TxOutput:
     """Decode one output (value ‖ CompactSize ‖ [token prefix] ‖ locking bytecode)."""
     value = reader.u64("output value")
@@ -299,6 +326,160 @@ class Transaction:
         except ValueError:
             raise DecodeError("transaction hex is not valid hexadecimal") from None
         return cls.from_bytes(raw)
+
+
+_outputs_slot = vars(Transaction)["outputs"]
+_output_bytes = TxOutput.encode
+_kept_bytes = vars(TxInput)["_encoded"].__get__
+
+
+def _inputs_wire(inputs: Sequence[TxInput]) -> bytes:
+    """The inputs' wire bytes joined: the kept ones read from their slot (C-level), the rest
+    encoded."""
+    parts = list(map(_kept_bytes, inputs))
+    j = -1
+    for _ in range(parts.count(None)):  # usually a few new inputs (a builder's funding)
+        j = parts.index(None, j + 1)
+        parts[j] = inputs[j].encode()
+    return b"".join(parts)
+
+
+class TemplatedTransaction(Transaction):
+    """A built transaction whose first outputs are `FungibleTemplate` outputs, held as the
+    templates, their (value, amount) integers and their wire bytes, then `rest`, ordinary
+    outputs. The bytes are made here from those integers (never taken from outside), so they
+    always say what the integers say; the `TxOutput` objects of `outputs` are made only when
+    something reads them. A router re-creates hundreds of pools per transaction and its gate
+    and policy checks read the integers (`router.gate`, `bch.policy.standardness_errors`):
+    `tests/router/test_templated.py` holds everything equal to the plain `Transaction`."""
+
+    __slots__ = ("_outputs_at", "amounts", "encoded", "rest", "templates", "values")
+    templates: tuple[FungibleTemplate, ...]
+    values: tuple[int, ...]
+    amounts: tuple[int, ...]
+    encoded: tuple[bytes, ...]  # each templated output's wire bytes
+    rest: tuple[TxOutput, ...]
+    _outputs_at: int
+
+    def __init__(
+        self,
+        inputs: Sequence[TxInput],
+        templates: Sequence[FungibleTemplate],
+        values: Sequence[int],
+        amounts: Sequence[int],
+        rest: Sequence[TxOutput],
+        *,
+        version: int = 2,
+        locktime: int = 0,
+        _encoded: tuple[bytes, ...] | None = None,
+    ) -> None:
+        templates, values, amounts = tuple(templates), tuple(values), tuple(amounts)
+        if _encoded is None:
+            _encoded = tuple(fungible_encodings(templates, values, amounts))
+        inputs, rest = tuple(inputs), tuple(rest)
+        head = _I32.pack(version) + compact_size(len(inputs)) + _inputs_wire(inputs)
+        parts = [head, compact_size(len(templates) + len(rest))]
+        parts += _encoded
+        parts += map(_output_bytes, rest)
+        parts.append(_U32.pack(locktime))
+        self._fill(version, inputs, locktime, b"".join(parts), len(head))
+        _set(self, "templates", templates)
+        _set(self, "values", values)
+        _set(self, "amounts", amounts)
+        _set(self, "encoded", _encoded)
+        _set(self, "rest", rest)
+
+    def _fill(
+        self, version: int, inputs: tuple[TxInput, ...], locktime: int, raw: bytes, at: int
+    ) -> None:
+        _set(self, "version", version)
+        _set(self, "inputs", inputs)
+        _set(self, "locktime", locktime)
+        _set(self, "raw", raw)
+        _set(self, "_outputs_at", at)  # where the output count starts in `raw`
+
+    @property
+    def outputs(self) -> tuple[TxOutput, ...]:
+        """The templated outputs as objects (made on first read, then kept), then `rest`."""
+        try:
+            made: tuple[TxOutput, ...] = _outputs_slot.__get__(self, Transaction)
+        except AttributeError:
+            made = tuple(map(FungibleTemplate.output, self.templates, self.values, self.amounts))
+            made += self.rest
+            _outputs_slot.__set__(self, made)
+        return made
+
+    def with_inputs(self, inputs: Sequence[TxInput]) -> TemplatedTransaction:
+        """The same outputs after other inputs: the outputs' bytes are this transaction's,
+        from its output count on (`tests/router/test_templated.py` holds the result equal
+        to a plain transaction of those inputs and outputs)."""
+        inputs = tuple(inputs)
+        head = _I32.pack(self.version) + compact_size(len(inputs)) + _inputs_wire(inputs)
+        raw = self.raw
+        assert raw is not None  # always set by __init__
+        other = _new(TemplatedTransaction)
+        other._fill(self.version, inputs, self.locktime, head + raw[self._outputs_at :], len(head))
+        for name in ("templates", "values", "amounts", "encoded", "rest"):
+            _set(other, name, getattr(self, name))
+        return other
+
+    def output_count(self) -> int:
+        return len(self.templates) + len(self.rest)
+
+    def output_value(self) -> int:
+        """Sum of every output's value, from the integers."""
+        return sum(self.values) + sum(map(_value_of, self.rest))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies and pickles are made again from the integers (the bytes follow)."""
+        return (
+            _templated_again,
+            (
+                self.inputs,
+                self.templates,
+                self.values,
+                self.amounts,
+                self.rest,
+                self.version,
+                self.locktime,
+            ),
+        )
+
+    def replace(self, **changes: Any) -> Transaction:
+        """A plain `Transaction` with fields changed (see `Transaction.replace`)."""
+        plain = Transaction(self.version, self.inputs, self.outputs, self.locktime)
+        return plain.replace(**changes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Transaction):
+            return NotImplemented
+        return (self.version, self.inputs, self.outputs, self.locktime) == (
+            other.version,
+            other.inputs,
+            other.outputs,
+            other.locktime,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.version, self.inputs, self.outputs, self.locktime))
+
+
+def _value_of(output: TxOutput) -> int:
+    return output.value
+
+
+def _templated_again(
+    inputs: Sequence[TxInput],
+    templates: Sequence[FungibleTemplate],
+    values: Sequence[int],
+    amounts: Sequence[int],
+    rest: Sequence[TxOutput],
+    version: int,
+    locktime: int,
+) -> TemplatedTransaction:
+    return TemplatedTransaction(
+        inputs, templates, values, amounts, rest, version=version, locktime=locktime
+    )
 
 
 def parse_transaction(buf: bytes, pos: int = 0) -> tuple[Transaction, int]:

@@ -31,7 +31,7 @@ import orjson
 from bch.encoding import compact_size_len
 from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
+from bch.tx import TemplatedTransaction, Transaction, TxInput, TxOutput, hex_to_hash
 from router import gate
 from router.errors import bad_request, insufficient_funds, route_failed, slippage
 from router.params import BuildRequest, FundingInput, RouterConfig, fee_rate_per_kb, miner_fee
@@ -78,13 +78,15 @@ class BuildResult:
         }
 
     def _sources_json_bytes(self) -> bytes:
-        pools = list(map(_pool_of, self.route.legs))
+        pools = self.route.columns()[0]
         n = len(pools)
         sources = self.source_outputs
         if all(map(is_, sources[:n], map(_source_of, pools))):
             # Every pool input spends the pool's own output (what `build` makes): its entries
             # come made, one C-level map instead of a test per leg.
-            parts = list(map(_source_json_bytes_of, pools))
+            parts = list(map(_source_bytes_slot, pools))
+            if None in parts:  # not made yet for some pool
+                parts = list(map(_source_json_bytes_of, pools))
         else:
             parts = [
                 pool.source_json_bytes
@@ -159,7 +161,7 @@ class _Assembler:
         self.kb = fee_rate_per_kb(q.fee_per_byte)
         self.sold = _category(q.request.sell)
         self.bought = _category(q.request.buy)
-        self.legs = q.legs
+        self.pools, self.sats_after, self.tokens_after = q.columns()
         # Sats the pools gain (buying: what they are paid; selling: less what they pay out).
         self.pool_sats_in = sum(
             h.amount_in if h.direction is Direction.BUY else -h.amount_out for h in q.hops
@@ -228,8 +230,8 @@ class _Assembler:
 
     def size(self, n_funding: int, outputs: Sequence[TxOutput]) -> int:
         """Worst-case signed size."""
-        n_in = len(self.legs) + n_funding
-        n_out = len(self.legs) + len(outputs)
+        n_in = len(self.pools) + n_funding
+        n_out = len(self.pools) + len(outputs)
         return (
             8
             + compact_size_len(n_in)
@@ -299,8 +301,8 @@ def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
     if not claimed:
         return
     held: dict[bytes, int] = {}
-    for leg in q.legs:
-        held[leg.pool.category] = held.get(leg.pool.category, 0) + leg.pool.tokens
+    for pool in q.columns()[0]:
+        held[pool.category] = held.get(pool.category, 0) + pool.tokens
     for category, coins in claimed.items():
         in_pools = held.get(category, 0)
         in_coins = sum(_token_amount(f) for f in coins)
@@ -330,30 +332,29 @@ def _assemble(
         outputs = [change if o is asm.change_template else o for o in with_change]
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
-    legs = asm.legs
-    pools = list(map(_pool_of, legs))
+    pools = asm.pools
     inputs = list(map(_trade_input_of, pools))
     inputs += [TxInput(f.outpoint) for f in selected]
-    tx_outputs = [
-        template.output(after.sats, after.tokens)
-        for template, after in zip(map(_template_of, pools), map(_after_of, legs), strict=True)
-    ]
-    tx_outputs += outputs
     sources = (*map(_source_of, pools), *[f.output for f in selected])
-    tx = Transaction(2, tuple(inputs), tuple(tx_outputs), 0)
-    # Serialize once; size, hex and the gate reuse the bytes.
-    tx = Transaction(2, tx.inputs, tx.outputs, 0, tx.to_bytes())
+    # The pools' outputs as their templates' bytes (no objects unless something asks);
+    # serialized once, and size, hex and the gate reuse the bytes and the integers.
+    templates = list(map(_template_slot, pools))
+    if not all(templates):  # not made yet for some pool (None; a template is always true)
+        templates = list(map(_template_of, pools))
+    tx = TemplatedTransaction(inputs, templates, asm.sats_after, asm.tokens_after, outputs)
     return tx, sources
 
 
-_pool_outpoint = attrgetter("pool.outpoint")
+# Pool's slots behind `outpoint`, `source_output` and `trade_input` (C-level reads; these
+# run over every leg of a build, several times).
+_pool_outpoint = attrgetter("_outpoint")
 _value = attrgetter("value")
-_pool_of = attrgetter("pool")
-_after_of = attrgetter("after")
-_source_of = attrgetter("source_output")
+_source_of = attrgetter("_source")
 _source_json_bytes_of = attrgetter("source_json_bytes")
-_trade_input_of = attrgetter("trade_input")
+_source_bytes_slot = attrgetter("_source_bytes")  # `source_json_bytes` once made
+_trade_input_of = attrgetter("_input")
 _template_of = attrgetter("template")
+_template_slot = attrgetter("_template")  # `template` once made
 
 
 def build(
@@ -385,7 +386,7 @@ def build(
             )
         # A few funding inputs against hundreds of legs: hash the few, test each leg once.
         offered = {f.outpoint for f in usable}
-        spent = offered.intersection(map(_pool_outpoint, q.legs))
+        spent = offered.intersection(map(_pool_outpoint, q.columns()[0]))
         for f in usable:
             if f.outpoint in spent:
                 raise bad_request(
@@ -403,9 +404,9 @@ def build(
         n_funding = len(selected)
     else:  # pragma: no cover - converges in two rounds
         raise route_failed("could not fit the trade and its funding in one standard transaction")
-    n_pools = len(q.legs)
+    n_pools = len(q.columns()[0])
     inputs_to_sign = tuple(range(n_pools, n_pools + len(selected)))
-    fee_paid = sum(map(_value, sources)) - sum(map(_value, tx.outputs))
+    fee_paid = sum(map(_value, sources)) - gate.output_total(tx)
     q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
     gate.enforce(
         tx,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_
+from typing import cast
 
 from bch.encoding import compact_size
 from bch.policy import (
@@ -38,13 +39,13 @@ from bch.policy import (
 )
 from bch.script import ScriptKind, classify_locking, push_data
 from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
-from bch.tx import Transaction, TxInput, TxOutput, hex_to_hash
-from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
+from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutput, hex_to_hash
+from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH, pool_reserve
+from router.pools import BCH, Pool, pool_reserve
 from router.quotes import Quote
-from router.route import P2PKH_UNLOCK_WORST, Leg
+from router.route import P2PKH_UNLOCK_WORST, Columns
 
 log = logging.getLogger("ladle.router.gate")
 
@@ -57,7 +58,7 @@ assert len(_PLACEHOLDER_UNLOCK) == P2PKH_UNLOCK_WORST
 class Expectation:
     """What the request and the route promise; the gate holds the transaction to it."""
 
-    legs: tuple[Leg, ...]
+    routed: Columns  # the route's pools and their (sats, tokens) after it (`Quote.columns`)
     receive: bytes
     change: bytes
     token_aware: frozenset[bytes]  # the user's addresses (lockings) that may receive tokens
@@ -89,7 +90,7 @@ class Expectation:
                     q.fee.sats, fee_locking, TokenData(hex_to_hash(q.fee.asset), q.fee.amount)
                 )
         return cls(
-            q.legs,
+            q.columns(),
             request.receive.locking,
             request.change.locking,
             frozenset(d.locking for d in (request.receive, request.change) if d.token_aware),
@@ -118,6 +119,8 @@ def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transac
     inputs = list(tx.inputs)
     for i in inputs_to_sign:
         inputs[i] = TxInput(inputs[i].outpoint, _PLACEHOLDER_UNLOCK, inputs[i].sequence)
+    if isinstance(tx, TemplatedTransaction):
+        return tx.with_inputs(inputs)  # its outputs' bytes reused, never made into objects
     signed = Transaction(tx.version, tuple(inputs), tx.outputs, tx.locktime)
     if not inputs_to_sign or min(inputs_to_sign) < 0:
         return Transaction(tx.version, signed.inputs, tx.outputs, tx.locktime, signed.to_bytes())
@@ -140,11 +143,16 @@ _txid_of = attrgetter("txid")
 _nft_of = attrgetter("nft")
 _category_of = attrgetter("category")
 _amount_of = attrgetter("amount")
+_pool_category_of = attrgetter("_category")
+_tokens_of = attrgetter("tokens")
 
 
-def _token_totals(outputs: Sequence[TxOutput], side: str, found: list[str]) -> dict[bytes, int]:
+def _token_totals(
+    outputs: Sequence[TxOutput], side: str, found: list[str], start: int = 0
+) -> dict[bytes, int]:
     """Fungible amounts per category; any NFT, or a 0xef-led bytecode without token data (a
-    malformed prefix), is a problem: the router never moves either."""
+    malformed prefix), is a problem: the router never moves either. `outputs[0]` is the
+    side's output (or input) number `start`."""
     tokens = list(map(_token_of, outputs))
     present = [t for t in tokens if t is not None]
     if present and not any(map(_nft_of, present)):
@@ -159,11 +167,13 @@ def _token_totals(outputs: Sequence[TxOutput], side: str, found: list[str]) -> d
             for _ in range(len(tokens) - len(present)):
                 j = absent.index(True, j + 1)
                 if outputs[j].locking[:1] == _TOKEN_PREFIX:
-                    found.append(f"{side} {j}: bytecode starts with 0xef but carries no token data")
+                    found.append(
+                        f"{side} {start + j}: bytecode starts with 0xef but carries no token data"
+                    )
             return {first: sum(map(_amount_of, present))}
     totals: dict[bytes, int] = {}
     get = totals.get
-    for j, o in enumerate(outputs):
+    for j, o in enumerate(outputs, start):
         token = o.token
         if token is None:
             if o.locking[:1] == _TOKEN_PREFIX:
@@ -176,15 +186,48 @@ def _token_totals(outputs: Sequence[TxOutput], side: str, found: list[str]) -> d
     return totals
 
 
+def _after_first(category: bytes, amount: int, rest: dict[bytes, int]) -> dict[bytes, int]:
+    """Totals of a first part holding `amount` of one category, then `rest`'s (the key order
+    a tally of the whole side would give)."""
+    totals = {category: amount}
+    for key, value in rest.items():
+        totals[key] = totals.get(key, 0) + value
+    return totals
+
+
 def token_problems(tx: Transaction, source_outputs: Sequence[TxOutput]) -> list[str]:
     """The token rules in one pass over each side: fungible totals equal per category (nothing
     burned, minted or moved between categories), no NFT anywhere, no input total above
     2^63−1, and no category this transaction could create (an input spending output 0 of the
     category's txid). Together these imply BCHN's `CheckTxTokens` (`bch.policy.
     token_balance_errors`) passes and `token_burns` is empty, which the tests check."""
+    return _token_problems(tx, source_outputs, None)
+
+
+def _token_problems(
+    tx: Transaction, source_outputs: Sequence[TxOutput], pools: Sequence[Pool] | None
+) -> list[str]:
+    """`token_problems`. With `pools` (what `_templated_pools_clean` accepted: `tx` is
+    templated, its first inputs spend these pools' own outputs, each holding ≥ 1 token, and
+    its first outputs are their templates), when they share one category, each side's pool
+    part is that category's sum of the pools' amounts (inputs) and of the templated amounts
+    (outputs): fungible, no NFT, no bare 0xef prefix. The other inputs and outputs are
+    tallied one by one, as without `pools`."""
     found: list[str] = []
-    inputs = _token_totals(source_outputs, "input", found)
-    outputs = _token_totals(tx.outputs, "output", found)
+    n = len(pools) if pools is not None else 0
+    category = None
+    if pools is not None and n and isinstance(tx, TemplatedTransaction):
+        categories = set(map(_pool_category_of, pools))
+        if len(categories) == 1:
+            category = categories.pop()
+    if category is not None and isinstance(tx, TemplatedTransaction):
+        rest_in = _token_totals(source_outputs[n:], "input", found, n)
+        inputs = _after_first(category, sum(map(_tokens_of, cast(Sequence[Pool], pools))), rest_in)
+        rest_out = _token_totals(tx.rest, "output", found, n)
+        outputs = _after_first(category, sum(tx.amounts), rest_out)
+    else:
+        inputs = _token_totals(source_outputs, "input", found)
+        outputs = _token_totals(tx.outputs, "output", found)
     if inputs != outputs:
         found.append(f"token totals differ: inputs {inputs}, outputs {outputs}")
     for category, amount in inputs.items():
@@ -203,6 +246,56 @@ def token_problems(tx: Transaction, source_outputs: Sequence[TxOutput]) -> list[
     return found
 
 
+def output_total(tx: Transaction) -> int:
+    """Sats of every output (a templated transaction's from its integers)."""
+    if isinstance(tx, TemplatedTransaction):
+        return tx.output_value()
+    return sum(map(_value, tx.outputs))
+
+
+def _templated_pools_clean(
+    tx: TemplatedTransaction, source_outputs: Sequence[TxOutput], routed: Columns
+) -> Sequence[Pool] | None:
+    """The legs' pools when the pool checks of `problems` have nothing to report about `tx`
+    (else None: the caller runs them one by one on `tx.outputs`), decided in one integer
+    pass: input i is pool i's own trade input and spends pool i's own output (identities),
+    output i is pool i's own template (its bytecode and category, no NFT) filled with
+    exactly the leg's state, and that state, as the transaction holds it, passes the
+    contract predicate (the same integer expressions as `is_valid_pool_transition`) and
+    keeps ≥ 1 token and the reserve."""
+    pools, sats_after, tokens_after = routed
+    if tx.values != sats_after or tx.amounts != tokens_after:
+        return None  # not exactly the routed states
+    reserve_1, reserve_3, reserve_5 = (
+        pool_reserve(0xFC),
+        pool_reserve(0xFFFF),
+        pool_reserve(2**32 - 1),
+    )
+    for pool, sats, tokens, txin, spent, template in zip(
+        pools, sats_after, tokens_after, tx.inputs, source_outputs, tx.templates, strict=False
+    ):
+        # The slots behind `Pool.trade_input`, `.source_output` and `.template`.
+        if txin is not pool._input or spent is not pool._source or template is not pool._template:
+            return None
+        before_sats, before_tokens = pool.sats, pool.tokens
+        if before_tokens < 1 or tokens < 1 or tokens > MAX_TOKEN_AMOUNT or sats > MAX_SATS:
+            return None  # a token-less pool output, or an amount no output holds
+        fee = abs(sats - before_sats) * LP_FEE_NUM // LP_FEE_DEN
+        if (sats - fee) * tokens < before_sats * before_tokens:
+            return None
+        if sats < (
+            reserve_1
+            if tokens <= 0xFC
+            else reserve_3
+            if tokens <= 0xFFFF
+            else reserve_5
+            if tokens <= 0xFFFFFFFF
+            else pool_reserve(tokens)
+        ):
+            return None
+    return pools
+
+
 def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:
     """Every reason `tx` must not leave the router (empty: it may)."""
     found: list[str] = []
@@ -211,8 +304,11 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         add(f"version {tx.version} / locktime {tx.locktime}: must be 2 / 0")
     if len(source_outputs) != len(tx.inputs):
         return [*found, "source outputs are not aligned with the inputs"]
-    n_pools = len(exp.legs)
-    if len(tx.inputs) < n_pools or len(tx.outputs) < n_pools + 1:
+    routed_pools, routed_sats, routed_tokens = exp.routed
+    n_pools = len(routed_pools)
+    templated = isinstance(tx, TemplatedTransaction) and len(tx.templates) == n_pools
+    n_outputs = tx.output_count() if isinstance(tx, TemplatedTransaction) else len(tx.outputs)
+    if len(tx.inputs) < n_pools or n_outputs < n_pools + 1:
         return [*found, "fewer inputs or outputs than the route's pools"]
 
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
@@ -221,10 +317,22 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         pool_reserve(0xFFFF),
         pool_reserve(2**32 - 1),
     )
-    for i, (leg, txin, spent, out) in enumerate(
-        zip(exp.legs, tx.inputs, source_outputs, tx.outputs, strict=False)
+    pools = (
+        _templated_pools_clean(cast(TemplatedTransaction, tx), source_outputs, exp.routed)
+        if templated
+        else None
+    )
+    for i, (pool, sats_after, tokens_after, txin, spent, out) in enumerate(
+        zip(
+            routed_pools,
+            routed_sats,
+            routed_tokens,
+            tx.inputs,
+            source_outputs,
+            () if pools else tx.outputs,
+            strict=False,
+        )
     ):
-        pool = leg.pool
         # Identity short-cuts: the pool's own immutable input and output objects hold exactly
         # the pool's outpoint, unlocking and state, so comparing values would tell the same.
         if txin is not pool.trade_input:
@@ -241,12 +349,11 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
             continue
         if out_token.category != spent_token.category or out_token.nft or spent_token.nft:
             add(f"output {i} changes the pool's token category or holds an NFT")
-        after = leg.after
-        if out.value != after.sats or out_token.amount != after.tokens:
+        if out.value != sats_after or out_token.amount != tokens_after:
             add(f"output {i} is not the routed state of pool {pool.txid}:{pool.vout}")
-            after = PoolState(out.value, out_token.amount)
         # Judge what the transaction does, not what the route says it does (`after` is the
-        # output's state: equal to the route's, or made from the output).
+        # output's state: equal to the route's, or not, and then reported just above).
+        after = PoolState(out.value, out_token.amount)
         before = pool.state if spent is source else PoolState(spent.value, spent_token.amount)
         if not is_valid_pool_transition(before, after):
             add(f"pool {i}: {before} → {after} fails the contract predicate")
@@ -279,10 +386,11 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
             add(f"funding input {i} carries tokens this trade would burn")
 
     # Tokens: conserved per category, nothing burned or minted.
-    found += token_problems(tx, source_outputs)
+    found += _token_problems(tx, source_outputs, pools)
 
     # Outputs: the bought asset first, then only the user's addresses and the fee address.
-    bought = tx.outputs[n_pools]
+    user = cast(TemplatedTransaction, tx).rest if templated else tx.outputs[n_pools:]
+    bought = user[0]
     if bought.locking != exp.receive:
         add(f"output {n_pools} (the bought asset) does not pay receive_addr")
     if exp.bought_category is None:
@@ -299,8 +407,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     if exp.fee_locking is not None:
         allowed.add(exp.fee_locking)
     fee_outputs = 0
-    for j in range(n_pools, len(tx.outputs)):
-        out = tx.outputs[j]
+    for j, out in enumerate(user, n_pools):
         if not out.locking:
             add(f"output {j} has an empty locking bytecode")
         if out.locking not in allowed:
@@ -324,7 +431,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     # Miner fee within [asked rate, asked rate + overpay band] of the worst-case signed size.
     signed = worst_case_signed(tx, funding)
     size = signed.size()
-    paid = sum(map(_value, source_outputs)) - sum(map(_value, tx.outputs))
+    paid = sum(map(_value, source_outputs)) - output_total(tx)
     floor = max(min_relay_fee(size, MIN_RELAY_FEE_PER_KB), miner_fee(size, exp.fee_per_kb))
     ceiling = miner_fee(size, exp.fee_per_kb) + exp.overpay_band()
     if paid < floor:

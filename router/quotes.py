@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import attrgetter, truediv
 from typing import Any
 
@@ -25,10 +26,12 @@ from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
 from router.route import (
     FUNDING_INPUT_WORST,
+    Columns,
     Direction,
     Hop,
     HopFootprint,
     Leg,
+    columns_json_parts,
     legs_json,
     max_pools_for,
     solve_hop,
@@ -79,10 +82,8 @@ def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxO
 
 # --- the quote -------------------------------------------------------------------------------
 
-_pool_sats = attrgetter("pool.sats")
-_pool_tokens = attrgetter("pool.tokens")
-_after_sats = attrgetter("after.sats")
-_after_tokens = attrgetter("after.tokens")
+_pool_sats = attrgetter("sats")
+_pool_tokens = attrgetter("tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +100,36 @@ class Quote:
     miner_fee_estimate: int
     snapshot_version: int | str | None
     index_height: int | None
-    # Every hop's legs in order, joined once: the builder and the gate walk them many times.
-    _legs: tuple[Leg, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        hops = self.hops
-        legs = hops[0].legs if len(hops) == 1 else tuple(leg for h in hops for leg in h.legs)
-        object.__setattr__(self, "_legs", legs)
+    # Every hop's legs (and their columns) in order, joined once on first use.
+    _legs: tuple[Leg, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _columns: Columns | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def legs(self) -> tuple[Leg, ...]:
-        return self._legs
+        legs = self._legs
+        if legs is None:
+            hops = self.hops
+            legs = hops[0].legs if len(hops) == 1 else tuple(leg for h in hops for leg in h.legs)
+            object.__setattr__(self, "_legs", legs)
+        return legs
+
+    def columns(self) -> Columns:
+        """Every hop's `Hop.columns` joined: (pools, sats after, tokens after) of `legs`. The
+        builder, the gate and the JSON read these, so a route's `Leg` objects need not exist."""
+        found = self._columns
+        if found is None:
+            hops = self.hops
+            if len(hops) == 1:
+                found = hops[0].columns()
+            else:
+                parts = [h.columns() for h in hops]
+                found = (
+                    tuple(chain.from_iterable(c[0] for c in parts)),
+                    tuple(chain.from_iterable(c[1] for c in parts)),
+                    tuple(chain.from_iterable(c[2] for c in parts)),
+                )
+            object.__setattr__(self, "_columns", found)
+        return found
 
     def prices(self) -> tuple[float, float]:
         """(pre, post): the best marginal price among the pools used, before and after.
@@ -121,23 +141,38 @@ class Quote:
         post: list[float] = []
         for hop in self.hops:
             pick = min if hop.direction is Direction.BUY else max
-            legs = hop.legs  # the same quotients, each map a C loop (hundreds of legs)
-            pre.append(pick(map(truediv, map(_pool_sats, legs), map(_pool_tokens, legs))))
-            post.append(pick(map(truediv, map(_after_sats, legs), map(_after_tokens, legs))))
+            pools, sats, tokens = hop.columns()  # the same quotients, each map a C loop
+            pre.append(pick(map(truediv, map(_pool_sats, pools), map(_pool_tokens, pools))))
+            post.append(pick(map(truediv, sats, tokens)))
         if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
             return pre[1] / pre[0], post[1] / post[0]
         return pre[0], post[0]
 
     def to_json(self) -> dict[str, Any]:
-        return self._doc([leg.to_json() for leg in self.legs])
+        return self._doc([leg.to_json() for leg in self.legs], self.prices())
 
     def to_json_bytes(self) -> bytes:
-        """`orjson.dumps(self.to_json())`, with the legs written straight to JSON
-        (`route.legs_json`): what the daemon sends."""
-        return orjson.dumps(self._doc(orjson.Fragment(legs_json(self.legs))))
+        """`orjson.dumps(self.to_json())`, with the legs written straight to JSON and the
+        prices taken in the same pass (`route.legs_json_parts`): what the daemon sends."""
+        parts: list[str] = []
+        pre: list[float] = []
+        post: list[float] = []
+        for hop in self.hops:
+            texts, prices = columns_json_parts(hop.columns())
+            if prices is None or prices[0] is not hop.direction:
+                break  # not what `prices` picks for this hop: the plain way below
+            parts += texts
+            pre.append(prices[1])
+            post.append(prices[2])
+        else:
+            legs = orjson.Fragment("[" + ",".join(parts) + "]")
+            if len(self.hops) == 2:  # as `prices`: sell A (hop 0) then buy B (hop 1)
+                return orjson.dumps(self._doc(legs, (pre[1] / pre[0], post[1] / post[0])))
+            return orjson.dumps(self._doc(legs, (pre[0], post[0])))
+        return orjson.dumps(self._doc(orjson.Fragment(legs_json(self.legs)), self.prices()))
 
-    def _doc(self, pools: Any) -> dict[str, Any]:
-        pre, post = self.prices()
+    def _doc(self, pools: Any, prices: tuple[float, float]) -> dict[str, Any]:
+        pre, post = prices
         sell, buy = self.request.sell, self.request.buy
         return {
             "sell": sell,
@@ -235,12 +270,12 @@ def quote(
             first = hop(sell, Direction.SELL, amount - fee, True, cap - 1)
             if first.amount_out < 1:
                 raise route_failed("the tokens sold fetch no sats to buy with")
-            second = hop(buy, Direction.BUY, first.amount_out, True, cap - len(first.legs))
+            second = hop(buy, Direction.BUY, first.amount_out, True, cap - first.count())
             hops = (first, second)
             gross, out = amount, second.amount_out
         else:
             second = hop(buy, Direction.BUY, amount, False, cap - 1)
-            first = hop(sell, Direction.SELL, second.amount_in, False, cap - len(second.legs))
+            first = hop(sell, Direction.SELL, second.amount_in, False, cap - second.count())
             hops = (first, second)
             gross = gross_for_net(first.amount_in, bps, 1)
             fee, out = gross - first.amount_in, amount
@@ -278,7 +313,7 @@ def quote(
 def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[TxOutput]) -> int:
     """Worst-case signed size of the trade: its pools, `funding_inputs` P2PKH inputs (largest
     signature) and the user-side `outputs`."""
-    n_legs = sum(len(hop.legs) for hop in hops)
+    n_legs = sum(hop.count() for hop in hops)
     return (
         8
         + compact_size_len(n_legs + funding_inputs)

@@ -31,6 +31,8 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import repeat
+from operator import add, attrgetter, itemgetter, sub
 from typing import Any
 
 from bch.policy import MAX_STANDARD_TX_SIZE
@@ -136,31 +138,71 @@ class Leg:
         }
 
 
+# A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
+Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
+
+
 def legs_json(legs: Sequence[Leg]) -> str:
     """`[leg.to_json() for leg in legs]` as orjson writes it, made from each pool's constant
     pieces (`Pool.leg_json_parts`) and the leg's five numbers: a 350-leg reply spends most of
     its JSON time building and walking those dicts (`test_fast_paths` holds the bytes equal)."""
+    return "[" + ",".join(legs_json_parts(legs)[0]) + "]"
+
+
+def legs_json_parts(
+    legs: Sequence[Leg],
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """`columns_json_parts` of these legs."""
+    afters = list(map(_after_of, legs))
+    return columns_json_parts(
+        (tuple(map(_pool_of, legs)), tuple(map(_sats_of, afters)), tuple(map(_tokens_of, afters)))
+    )
+
+
+def columns_json_parts(
+    columns: Columns,
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """Each leg's JSON object (`legs_json`), and in the same pass the prices `Quote.prices`
+    takes from a hop of these legs: (BUY, least pre-trade, least post-trade sats per token)
+    when every leg buys, (SELL, greatest, greatest) when every leg sells; None when they are
+    mixed (or there are none). The same quotients, so the same floats."""
     parts: list[str] = []
     add = parts.append
-    for leg in legs:
-        pool, after = leg.pool, leg.after
-        head, mid = pool.leg_json_parts
-        sats, tokens = after.sats, after.tokens
-        if sats > pool.sats:  # buy: sats in, tokens out
-            paid = sats - pool.sats
+    inf = _INF
+    buy_pre = buy_post = inf
+    sell_pre = sell_post = -inf
+    for pool, sats, tokens in zip(*columns, strict=True):
+        head, mid = pool._leg_json or pool.leg_json_parts  # the slot, made on first use
+        before = pool.sats
+        pre = before / pool.tokens
+        post = sats / tokens
+        if sats > before:  # buy: sats in, tokens out
+            if pre < buy_pre:
+                buy_pre = pre
+            if post < buy_post:
+                buy_post = post
+            paid = sats - before
             add(
                 f'{head}buy","amount_in":"{paid}","amount_out":"{pool.tokens - tokens}",'
                 f'"lp_fee":"{paid * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
                 f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
             )
         else:
-            taken = pool.sats - sats
+            if pre > sell_pre:
+                sell_pre = pre
+            if post > sell_post:
+                sell_post = post
+            taken = before - sats
             add(
                 f'{head}sell","amount_in":"{tokens - pool.tokens}","amount_out":"{taken}",'
                 f'"lp_fee":"{taken * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
                 f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
             )
-    return "[" + ",".join(parts) + "]"
+    if buy_pre < inf and sell_pre == -inf:
+        return parts, (Direction.BUY, buy_pre, buy_post)
+    if sell_pre > -inf and buy_pre == inf:
+        return parts, (Direction.SELL, sell_pre, sell_post)
+    return parts, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +216,26 @@ class Hop:
     # totals in and out, and the bytes the pools add to the transaction (inputs and outputs).
     totals: tuple[int, int] | None = field(default=None, compare=False, repr=False)
     size: int | None = field(default=None, compare=False, repr=False)
+    _columns: Columns | None = field(default=None, init=False, compare=False, repr=False)
+
+    def columns(self) -> Columns:
+        """(pools, sats after, tokens after) of the legs, in order: what the builder, the gate
+        and the JSON read (a hop the route makes holds only these; see `_ColumnHop`)."""
+        found = self._columns
+        if found is None:
+            legs = self.legs
+            afters = list(map(_after_of, legs))
+            found = (
+                tuple(map(_pool_of, legs)),
+                tuple(map(_sats_of, afters)),
+                tuple(map(_tokens_of, afters)),
+            )
+            object.__setattr__(self, "_columns", found)
+        return found
+
+    def count(self) -> int:
+        """How many legs (pools)."""
+        return len(self.columns()[0])
 
     @property
     def amount_in(self) -> int:
@@ -202,11 +264,74 @@ def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], .
     return tuple(slots[name].__set__ for name in names)
 
 
+_hop_legs_slot = vars(Hop)["legs"]
+
+
+class _ColumnHop(Hop):
+    """A `Hop` as the route makes it: its columns (pools, sats after, tokens after), totals
+    and pool bytes; the `Leg` objects are made (by their plain constructors) only if
+    something reads `legs`. Equal to, and hashing as, the `Hop` of the same legs."""
+
+    __slots__ = ()
+
+    @property
+    def legs(self) -> tuple[Leg, ...]:
+        try:
+            made: tuple[Leg, ...] = _hop_legs_slot.__get__(self, Hop)
+        except AttributeError:
+            pools, sats, tokens = self.columns()
+            made = tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+            _hop_legs_slot.__set__(self, made)
+        return made
+
+    def count(self) -> int:
+        return len(self.columns()[0])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hop):
+            return NotImplemented
+        return (self.token_id, self.direction, self.legs) == (
+            other.token_id,
+            other.direction,
+            other.legs,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.token_id, self.direction, self.legs))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Hop, (self.token_id, self.direction, self.legs, self.totals, self.size))
+
+
+def _column_hop(
+    token_id: str,
+    direction: Direction,
+    columns: Columns,
+    totals: tuple[int, int],
+    size: int,
+) -> Hop:
+    hop = _new(_ColumnHop)
+    _set(hop, "token_id", token_id)
+    _set(hop, "direction", direction)
+    _set(hop, "totals", totals)
+    _set(hop, "size", size)
+    _set(hop, "_columns", columns)
+    return hop
+
+
+_set = object.__setattr__
+_pool_of = attrgetter("pool")
+_after_of = attrgetter("after")
+_sats_of = attrgetter("sats")
+_tokens_of = attrgetter("tokens")
+# A pool's input plus re-created output by its amount's width: `bisect_left(_WIDTH_TOPS, n)`
+# is 0 for 1-byte amounts (n ≤ 252), 1 for 3-byte, 2 for 5-byte, 3 for 9-byte.
+_WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)
+
+
 _new = object.__new__
-_state_sats, _state_tokens = _slot_setters(PoolState, "sats", "tokens")
-_leg_pool, _leg_after = _slot_setters(Leg, "pool", "after")
 # A pool's input plus its re-created output, by the CompactSize width of its token amount.
-_TRADE_1, _TRADE_3, _TRADE_5, _TRADE_9 = (
+_TRADE_BY_WIDTH = tuple(
     POOL_INPUT_SIZE + pool_output_size(top) for top in (1, 0xFFFF, 0xFFFFFFFF, MAX_TOKEN_AMOUNT)
 )
 
@@ -259,6 +384,7 @@ class _Model:
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
 
     __slots__ = (
+        "_buy_caps",
         "_depth_max",
         "_plans",
         "_position",
@@ -309,6 +435,7 @@ class _Model:
         self._plans: dict[float, _Plan] = {}
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
+        self._buy_caps: list[int] | None = None
 
     def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
         """This model after a few pools of its token left (`removed`, as this model holds
@@ -488,6 +615,54 @@ class _Model:
             add((now, in_for_out(i, y + 1) - now if y < cap else -1))
         return out
 
+    def buy_units(
+        self, alloc: Iterable[tuple[int, float, float]]
+    ) -> tuple[dict[int, int], dict[int, int], dict[int, int], list[tuple[int, int]]]:
+        """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
+        split: each pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left
+        out), its cap, what it pays for them and the polish heap's entry (next unit's cost,
+        pool) when it can take one more: `out_caps`, `unit_costs` and the dicts made from
+        them, as `test_fast_paths` holds them. ValueError as `unit_costs` raises it."""
+        pools = self.pools
+        in_for_out = self.in_for_out
+        buy_caps = self._buy_caps
+        if buy_caps is None:  # once per model: every purchase on this book reads them
+            buy_caps = self._buy_caps = [pool.buy_cap for pool in pools]
+        get: dict[int, int] = {}
+        caps: dict[int, int] = {}
+        pay: dict[int, int] = {}
+        heap: list[tuple[int, int]] = []
+        add = heap.append
+        for i, _, out in alloc:
+            pool = pools[i]
+            cap = buy_caps[i]
+            y = int(out)
+            if y > cap:
+                y = cap
+            if y < 1:
+                continue
+            get[i] = y
+            caps[i] = cap
+            x, t = pool.sats, pool.tokens
+            if y < cap and y + 1 < t and x >= 1:
+                k = x * t
+                missing = -(-k // (t - y)) - x
+                now = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                missing = -(-k // (t - y - 1)) - x
+                more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                if x + more <= MAX_SATS:
+                    pay[i] = now
+                    if more >= now:
+                        add((more - now, i))
+                    continue
+            now = in_for_out(i, y)
+            pay[i] = now
+            if y < cap:
+                step = in_for_out(i, y + 1) - now
+                if step >= 0:
+                    add((step, i))
+        return get, caps, pay, heap
+
     def out_caps(self, indices: Iterable[int]) -> list[int]:
         """`out_cap` of each pool, the direction tested once."""
         pools = self.pools
@@ -519,40 +694,23 @@ class _Model:
         return tuple(out)
 
     def hop(self, token_id: str, chosen: Sequence[tuple[int, int, int]]) -> Hop:
-        """The `Hop` of a solution: `legs`, with its totals and pool bytes made in the same
-        pass. The frozen `Leg`s and `PoolState`s are filled slot by slot (a 350-pool route
-        makes 700 of them); `tests/router/test_fast_paths.py` holds them equal to `leg`'s."""
-        pools = self.pools
-        out: list[Leg] = []
-        add = out.append
-        total_in = total_out = size = 0
-        buying = self.direction is Direction.BUY
-        for i, x, y in chosen:
-            pool = pools[i]
-            after = _new(PoolState)
-            if buying:
-                tokens = pool.tokens - y
-                _state_sats(after, pool.sats + x)
-            else:
-                tokens = pool.tokens + x
-                _state_sats(after, pool.sats - y)
-            _state_tokens(after, tokens)
-            leg = _new(Leg)
-            _leg_pool(leg, pool)
-            _leg_after(leg, after)
-            add(leg)
-            total_in += x
-            total_out += y
-            size += (
-                _TRADE_1
-                if tokens < 0xFD
-                else _TRADE_3
-                if tokens <= 0xFFFF
-                else _TRADE_5
-                if tokens <= 0xFFFFFFFF
-                else _TRADE_9
-            )
-        return Hop(token_id, self.direction, tuple(out), (total_in, total_out), size)
+        """The `Hop` of a solution as columns (pools, sats after, tokens after), with its
+        totals and pool bytes, every pass a C-level map: the `Leg` objects are made only if
+        something asks (`_ColumnHop`); `tests/router/test_fast_paths.py` holds them equal to
+        `leg`'s."""
+        xs = list(map(_second, chosen))
+        ys = list(map(_third, chosen))
+        pools = tuple(map(self.pools.__getitem__, map(_first, chosen)))
+        if self.direction is Direction.BUY:
+            sats = tuple(map(add, map(_sats_of, pools), xs))
+            tokens = tuple(map(sub, map(_tokens_of, pools), ys))
+        else:
+            sats = tuple(map(sub, map(_sats_of, pools), ys))
+            tokens = tuple(map(add, map(_tokens_of, pools), xs))
+        size = sum(map(_TRADE_BY_WIDTH.__getitem__, map(bisect_left, repeat(_WIDTH_TOPS), tokens)))
+        return _column_hop(
+            token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size
+        )
 
     def rate_at_in(self, i: int, x: int) -> float:
         """Marginal output per input unit after pool i has received `x` input units."""
@@ -907,13 +1065,35 @@ def _buy_cheapest_units(
     """Exact in: while the spare input covers it, buy the whole output unit that costs least
     (`heap`: (next unit's cost, pool), heapified here); returns the spare left."""
     heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    in_for_out = m.in_for_out
+    if m.direction is Direction.BUY:
+        # `in_for_out`'s purchase arithmetic inline (a 350-leg order buys ~170 units here);
+        # anything it would not answer inline goes to it.
+        pools = m.pools
+        while heap and heap[0][0] <= spare:
+            cost, i = pop(heap)
+            spare -= cost
+            paid = pay[i] = pay[i] + cost
+            y = get[i] = get[i] + 1
+            if y < caps[i]:
+                pool = pools[i]
+                x, t = pool.sats, pool.tokens
+                if y + 1 < t and x >= 1:
+                    missing = -(-(x * t) // (t - y - 1)) - x
+                    more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                    if x + more <= MAX_SATS:
+                        push(heap, (more - paid, i))
+                        continue
+                push(heap, (in_for_out(i, y + 1) - paid, i))
+        return spare
     while heap and heap[0][0] <= spare:
-        cost, i = heapq.heappop(heap)
+        cost, i = pop(heap)
         spare -= cost
         pay[i] += cost
         get[i] += 1
         if get[i] < caps[i]:
-            heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
+            push(heap, (in_for_out(i, get[i] + 1) - pay[i], i))
     return spare
 
 
@@ -946,19 +1126,32 @@ def _exact_in_by_out(
     every pool is full with input left, or when a formula refuses an amount near a limit."""
     if v * v > 1.0:
         return None
-    get: dict[int, int] = {}
-    caps: dict[int, int] = {}
-    for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
-        whole = min(int(y), cap)
-        if whole >= 1:
-            get[i] = whole
-            caps[i] = cap
-    if not get or not _worth_polishing(m, get, v, side_is_input=False):
-        return None
     in_for_out = m.in_for_out
-    try:
-        costs = m.unit_costs([(i, y, caps[i]) for i, y in get.items()])
+    if m.direction is Direction.BUY:
+        # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
+        # units, their costs and the polish heap in one pass.
+        try:
+            get, caps, pay, ahead = m.buy_units(alloc)
+        except ValueError:
+            return None
+        if not get:
+            return None
+    else:
+        get, caps = {}, {}
+        for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
+            whole = min(int(y), cap)
+            if whole >= 1:
+                get[i] = whole
+                caps[i] = cap
+        if not get or not _worth_polishing(m, get, v, side_is_input=False):
+            return None
+        try:
+            costs = m.unit_costs([(i, y, caps[i]) for i, y in get.items()])
+        except ValueError:
+            return None
         pay = {i: now for i, (now, _) in zip(get, costs, strict=True)}
+        ahead = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+    try:
         spare = amount - sum(pay.values())
         gave_back = spare < 0
         if gave_back:
@@ -980,7 +1173,7 @@ def _exact_in_by_out(
             if not get:
                 return None
         if not gave_back:
-            heap = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+            heap = ahead
         else:  # units were given back: the next costs moved
             heap = [(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]]
         spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
@@ -1002,18 +1195,21 @@ class _Candidate:
     value: float  # out minus byte cost (exact in) or −(in plus byte cost) (exact out)
 
 
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
 def _value(
     m: _Model, legs: Sequence[tuple[int, int, int]], exact_in: bool, cost: Sequence[float], v: float
 ) -> float:
     """Net worth of a set of legs to the user: output minus the pools' byte cost (exact in),
     or minus (input plus byte cost) (exact out), byte cost converted at the margin v²."""
-    bytes_sats = sum(cost[i] for i, _, _ in legs)
+    bytes_sats: float = sum(map(cost.__getitem__, map(_first, legs)))  # the same sums, C-level
     rate = v * v
     if exact_in:
-        out = sum(y for _, _, y in legs)
+        out: int = sum(map(_third, legs))
         conv = rate if m.direction is Direction.BUY else 1.0
         return out - bytes_sats * conv
-    paid = sum(x for _, x, _ in legs)
+    paid: int = sum(map(_second, legs))
     conv = 1.0 if m.direction is Direction.BUY else (1.0 / rate if rate > 0 else 0.0)
     return -(paid + bytes_sats * conv)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import heapq
 import math
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router import gate
+from router import route as route_module
 from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError
@@ -536,3 +538,88 @@ def test_unit_costs_are_in_for_out(
             continue
         assert m.unit_costs([(0, want, cap)]) == [(now, step)]
     assert m.out_caps([0]) == [cap]
+
+
+# --- round 8: a purchase's whole units and polish in one pass ------------------------------------
+
+
+def _plain_units(
+    m: _Model, alloc: list[tuple[int, float, float]]
+) -> tuple[dict[int, int], dict[int, int], dict[int, int], list[tuple[int, int]]]:
+    """What `_exact_in_by_out` made before `buy_units`: caps, whole units, unit costs."""
+    get: dict[int, int] = {}
+    caps: dict[int, int] = {}
+    for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
+        if min(int(y), cap) >= 1:
+            get[i], caps[i] = min(int(y), cap), cap
+    costs = m.unit_costs([(i, y, caps[i]) for i, y in get.items()])
+    pay = {i: now for i, (now, _) in zip(get, costs, strict=True)}
+    heap = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+    return get, caps, pay, heap
+
+
+def _plain_polish(
+    m: _Model,
+    heap: list[tuple[int, int]],
+    pay: dict[int, int],
+    get: dict[int, int],
+    caps: dict[int, int],
+    spare: int,
+) -> int:
+    """The polish loop with `in_for_out` itself (what `_buy_cheapest_units` inlines)."""
+    heapq.heapify(heap)
+    while heap and heap[0][0] <= spare:
+        cost, i = heapq.heappop(heap)
+        spare -= cost
+        pay[i] += cost
+        get[i] += 1
+        if get[i] < caps[i]:
+            heapq.heappush(heap, (m.in_for_out(i, get[i] + 1) - pay[i], i))
+    return spare
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(pool_states, min_size=1, max_size=8),
+    st.lists(st.one_of(st.floats(0, 10_000), st.floats(0, 2**63)), min_size=1, max_size=8),
+    st.integers(0, 50_000),
+)
+def test_a_purchases_units_and_polish_are_the_plain_ones(
+    states: list[tuple[int, int]], outs: list[float], spare: int
+) -> None:
+    pools = [make_pool(TOKEN_A, x, t, f"units {n}") for n, (x, t) in enumerate(states)]
+    m = _Model(pools, Direction.BUY)
+    alloc = [(n % len(m), 0.0, out) for n, out in enumerate(outs)] if len(m) else []
+    alloc = list({i: (i, x, y) for i, x, y in alloc}.values())  # one entry per pool
+    try:
+        expected = _plain_units(m, alloc)
+    except ValueError:
+        with pytest.raises(ValueError):
+            m.buy_units(alloc)
+        return
+    assert m.buy_units(alloc) == expected
+    get, caps, pay, heap = expected
+    if any(step < 1 for step, _ in heap):
+        return  # free units: the route polishes only where a token costs ≥ 1 sat
+    mine = (dict(get), dict(pay), list(heap))
+    try:
+        left = _plain_polish(m, heap, pay, get, caps, spare)
+    except ValueError:
+        with pytest.raises(ValueError):
+            route_module._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare)
+        return
+    assert route_module._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare) == left
+    assert (mine[0], mine[1]) == (get, pay)
+
+
+def test_real_purchases_polish_the_plain_way() -> None:
+    """On the standard book's purchases (hundreds of units polished), the same legs."""
+    book = standard_book()
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    for amount in (3_000_000, 40_000_000, 700_000_000):
+        q = quote(book, QuoteRequest("bch", TOKEN_A, amount), config)
+        m = _model(book, TOKEN_A, Direction.BUY)
+        for leg in q.legs:
+            i = m.position(leg.pool.key)
+            assert i is not None
+            assert leg.amount_in == m.in_for_out(i, leg.amount_out) or len(q.legs) == 1
