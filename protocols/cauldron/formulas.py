@@ -169,8 +169,12 @@ def classify_change(before: PoolState, after: PoolState) -> ChangeKind:
     "drain", which the trade path can never accept (only the withdraw path takes value out, and
     that ends the pool instead). Signs only: check `is_valid_pool_transition` separately.
     """
-    d_sats = after.sats - before.sats
-    d_tokens = after.tokens - before.tokens
+    return change_kind(after.sats - before.sats, after.tokens - before.tokens)
+
+
+def change_kind(d_sats: int, d_tokens: int) -> ChangeKind:
+    """`classify_change` from the deltas (the indexer's block path has no `PoolState` pair per
+    pool move)."""
     if d_sats > 0 and d_tokens < 0:
         return "buy"
     if d_sats < 0 and d_tokens > 0:

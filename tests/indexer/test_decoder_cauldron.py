@@ -9,9 +9,8 @@ import hashlib
 import pytest
 
 from bch.script import push_data
-from indexer.decoders.cauldron.decode import OwnerOverlay, change_kind, p2pkh_spender
+from indexer.decoders.cauldron.decode import OwnerOverlay, p2pkh_spender
 from protocols.cauldron.detect import KnownOwners
-from protocols.cauldron.formulas import PoolState, classify_change
 
 
 def _hash160(data: bytes) -> bytes:
@@ -57,12 +56,3 @@ def test_known_owner_membership() -> None:
     assert base.pkhs == {a} and overlay.pkhs == {a, b}
     base.add(c)
     assert c in base and c in overlay and c in base.pkhs
-
-
-@pytest.mark.parametrize("d_sats", [-2, -1, 0, 1, 2])
-@pytest.mark.parametrize("d_tokens", [-3, -1, 0, 1, 3])
-def test_change_kind_is_classify_change(d_sats: int, d_tokens: int) -> None:
-    """The block path names a change from its deltas; the contract maths from the two states."""
-    before = PoolState(10_000, 500)
-    after = PoolState(before.sats + d_sats, before.tokens + d_tokens)
-    assert change_kind(d_sats, d_tokens) == classify_change(before, after)

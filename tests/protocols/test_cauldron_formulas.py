@@ -25,6 +25,7 @@ from protocols.cauldron.formulas import (
     apply_sell_tokens_exact_out,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
+    change_kind,
     classify_change,
     is_valid_pool_transition,
     lp_fee,
@@ -381,3 +382,24 @@ def test_pool_state_k_and_immutability() -> None:
     assert pool.k == 21
     with pytest.raises(AttributeError):
         pool.sats = 4  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("d_sats", "d_tokens", "kind"),
+    [
+        (5, -1, "buy"),
+        (-5, 1, "sell"),
+        (5, 0, "deposit"),
+        (0, 3, "deposit"),
+        (5, 3, "deposit"),
+        (0, 0, "unchanged"),
+        (-5, 0, "drain"),
+        (0, -1, "drain"),
+        (-5, -1, "drain"),
+    ],
+)
+def test_change_kind_names_every_sign_pair(d_sats: int, d_tokens: int, kind: str) -> None:
+    """The docstring's table of `classify_change`, from the deltas and from the two states."""
+    assert change_kind(d_sats, d_tokens) == kind
+    before = PoolState(10_000, 500)
+    assert classify_change(before, PoolState(10_000 + d_sats, 500 + d_tokens)) == kind

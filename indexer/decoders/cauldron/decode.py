@@ -26,7 +26,7 @@ from bch.hashes import hash160
 from bch.script import pushes
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockTx
-from indexer.decoders.cauldron.model import EventKind, PoolUtxo, SpentKind
+from indexer.decoders.cauldron.model import PoolUtxo, SpentKind
 from protocols.cauldron.detect import (
     CreationTuple,
     KnownOwners,
@@ -35,7 +35,7 @@ from protocols.cauldron.detect import (
     pool_inputs,
     summon_markers,
 )
-from protocols.cauldron.formulas import lp_fee
+from protocols.cauldron.formulas import change_kind, lp_fee
 
 
 class OwnerOverlay(KnownOwners):
@@ -148,18 +148,6 @@ def month_of(unix_time: int) -> str:
     return _time.strftime("%Y-%m", _time.gmtime(unix_time))
 
 
-def change_kind(d_sats: int, d_tokens: int) -> EventKind:
-    """`protocols.cauldron.formulas.classify_change` from the deltas (no `PoolState` pair per
-    pool move)."""
-    if d_sats > 0 and d_tokens < 0:
-        return "buy"
-    if d_sats < 0 and d_tokens > 0:
-        return "sell"
-    if d_sats >= 0 and d_tokens >= 0:
-        return "unchanged" if d_sats == d_tokens == 0 else "deposit"
-    return "drain"
-
-
 @dataclass(slots=True)
 class BlockRows:
     """The rows of a block (or of one mempool transaction), as `decode_tx` builds them: the
@@ -239,6 +227,25 @@ def detect_block(
     return overlay, relevant, found
 
 
+def _tally(
+    sums: dict[bytes, list[int]] | None, category: bytes, ds: int, dt: int, fee: int
+) -> dict[bytes, list[int]]:
+    """Add one pool's buy or sell to its token's sums for the transaction: Δsats, Δtokens,
+    |Δsats|, |Δtokens|, LP fee, pools (made on the first trade: most candidates have none)."""
+    if sums is None:
+        sums = {}
+    s = sums.get(category)
+    if s is None:
+        s = sums[category] = [0, 0, 0, 0, 0, 0]
+    s[0] += ds
+    s[1] += dt
+    s[2] += abs(ds)
+    s[3] += abs(dt)
+    s[4] += fee
+    s[5] += 1
+    return sums
+
+
 def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
     """One transaction's `cauldron_events` rows; its other rows and pool moves go to
     `ctx.rows`, and the pools it spends/creates move in `ctx.pools`.
@@ -302,17 +309,7 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
                 fee = lp_fee(bs, sats)
                 side = change_kind(ds, dt)
                 if side == "buy" or side == "sell":
-                    if sums is None:
-                        sums = {}
-                    s = sums.get(category)
-                    if s is None:
-                        s = sums[category] = [0, 0, 0, 0, 0, 0]
-                    s[0] += ds
-                    s[1] += dt
-                    s[2] += abs(ds)
-                    s[3] += abs(dt)
-                    s[4] += fee
-                    s[5] += 1
+                    sums = _tally(sums, category, ds, dt, fee)
                 # fmt: off
                 add_event(
                     (
@@ -362,17 +359,7 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
         kind = change_kind(ds, dt)
         fee = lp_fee(bs, sats)
         if kind == "buy" or kind == "sell":
-            if sums is None:
-                sums = {}
-            s = sums.get(category)
-            if s is None:
-                s = sums[category] = [0, 0, 0, 0, 0, 0]
-            s[0] += ds
-            s[1] += dt
-            s[2] += abs(ds)
-            s[3] += abs(dt)
-            s[4] += fee
-            s[5] += 1
+            sums = _tally(sums, category, ds, dt, fee)
         # fmt: off
         add_event(
             (
