@@ -240,6 +240,9 @@ class Store:
         self._deferred_defs: list[tuple[str, str]] = []  # their definitions, while deferred
         self._restore_soon = False  # `restore_indexes_soon`: built by the next block's batch
         self._bulk_batch = False  # the open batch began in bulk mode (its length limits)
+        # Bulk mode's batch length lasts until the run of held blocks ends (`commit`), so the
+        # blocks after an early rebuild (`restore_indexes_soon`) batch as long as before it.
+        self._bulk_run = False
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
         # Where decoders may fetch outputs the index never saw (the follower sets its server).
@@ -303,6 +306,7 @@ class Store:
         along the way (no-op if there are none), then let SQLite checkpoint the WAL without
         waiting for readers."""
         async with self._lock:
+            self._bulk_run = False
             if (self._held or self._pending_commit is not None) and not self._dirty:
                 await self._commit_held()
                 await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -514,7 +518,8 @@ class Store:
                 opening = ("begin",) if begin else ("need_tx", "the batch's transaction ended")
                 submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
                 if begin:
-                    self._bulk_batch = self.indexes_deferred
+                    self._bulk_batch = self.indexes_deferred or self._bulk_run
+                    self._bulk_run = self._bulk_batch
                 self._held += 1
                 if self._restore_soon:
                     submit(self.conn, bulk.restore_steps(self._deferred_defs))
@@ -547,7 +552,7 @@ class Store:
             )
 
     def _batch_full(self) -> bool:
-        if self._bulk_batch:  # a batch that rebuilds the indexes keeps its bulk length
+        if self._bulk_batch:  # bulk length for the rest of the run, the rebuild's batch too
             blocks, seconds = self.bulk_batch_blocks, self.bulk_batch_seconds
         else:
             blocks, seconds = self.batch_blocks, self.batch_seconds
@@ -616,6 +621,7 @@ class Store:
         """After a failure or cancellation: end any open transaction, reload memory state."""
         self._dirty = True
         self._held = 0
+        self._bulk_run = False
         pending, self._pending_commit = self._pending_commit, None
         with contextlib.suppress(Exception):  # already reported, or about to be rolled back
             if pending is not None:

@@ -163,3 +163,35 @@ async def test_a_failed_batch_undoes_the_queued_rebuild_too(tmp_path: Path) -> N
             assert got[table] == rows, table
     finally:
         await store.close()
+
+
+async def test_bulk_batches_last_until_the_run_of_held_blocks_ends(tmp_path: Path) -> None:
+    """After an early rebuild the rest of the run keeps bulk-length batches (the loop is not
+    held back every `batch_blocks`); `commit` ends the run, and normal batches come back."""
+    sc = build_chain(seed=46, n_blocks=14, actions=8)
+    store = await Store.open(
+        tmp_path / "i.sqlite",
+        snapshot=PoolSnapshot(),
+        batch_blocks=1,
+        bulk_batch_blocks=3,
+        bulk_batch_seconds=3600.0,
+    )
+    try:
+        await store.defer_indexes()
+        await store.apply_block(sc.blocks[0].height, sc.blocks[0].raw, hold=True)
+        assert store.restore_indexes_soon()
+        held = []
+        for b in sc.blocks[1:-1]:
+            await store.apply_block(b.height, b.raw, hold=True)
+            held.append(store.held_blocks)
+        assert not store.indexes_deferred
+        assert held[:6] == [2, 0, 1, 2, 0, 1]  # batches of 3 blocks, rebuild or not
+        await store.commit()
+        last = sc.blocks[-1]
+        await store.apply_block(last.height, last.raw, hold=True)
+        assert store.held_blocks == 0  # a new run, indexes in place: batches of 1
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+    finally:
+        await store.close()
