@@ -22,8 +22,8 @@ from typing import Any, NamedTuple, Protocol
 
 from bch.encoding import DecodeError, compact_size, read_compact_size
 from bch.hashes import hash256
-from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
-from bch.tx import OutPoint, Transaction, parse_transaction
+from bch.token import PREFIX_TOKEN, TokenData
+from bch.tx import AMOUNT_ONLY, OutPoint, Transaction, fungible_amount_at, parse_transaction
 
 HEADER_SIZE = 80
 # Default header version for blocks we build: the BIP9 "top bits" every BCH miner sets.
@@ -336,8 +336,6 @@ _unpack_input_head = struct.Struct("<32sIB").unpack_from  # txid, index, script 
 _unpack_output_head = struct.Struct("<QB").unpack_from  # value, script length
 _unpack_i32 = struct.Struct("<i").unpack_from
 _tuple_new = tuple.__new__
-_MIN_WIDE = (0xFD, 0x10000, 0x100000000)  # least value of a 3-, 5-, 9-byte CompactSize
-_AMOUNT_ONLY = 0x10  # token bitfield of a fungible amount without an NFT
 
 
 def _token_maker() -> Callable[[bytes, int], TokenData]:
@@ -432,21 +430,12 @@ def _parse_lean(buf: bytes, pos: int) -> tuple[LeanTx, int] | None:
             return None
         if size and buf[start] == PREFIX_TOKEN:
             lead = start + 34  # ef ‖ category ‖ bitfield
-            if lead >= p or buf[lead - 1] != _AMOUNT_ONLY:
+            if lead >= p or buf[lead - 1] != AMOUNT_ONLY:
                 return None  # too short for an amount, or an NFT: the full parse decides
-            amount = buf[lead]
-            if amount < 0xFD:
-                after = lead + 1
-            else:
-                width = 2 if amount == 0xFD else 4 if amount == 0xFE else 8
-                after = lead + 1 + width
-                if after > p:
-                    return None
-                amount = int.from_bytes(buf[lead + 1 : after], "little")
-                if amount < _MIN_WIDE[width >> 2] or amount > MAX_TOKEN_AMOUNT:
-                    return None
-            if amount == 0:
+            read = fungible_amount_at(buf, lead, p)
+            if read is None:
                 return None
+            amount, after = read
             add_out(
                 new(LeanOutput, (value, buf[after:p], fungible(buf[start + 1 : lead - 1], amount)))
             )

@@ -538,7 +538,27 @@ _unpack_output_head = struct.Struct("<QB").unpack_from  # value, script length
 _unpack_u16 = struct.Struct("<H").unpack_from
 _tuple_new = tuple.__new__
 _MIN_WIDE = (0xFD, 0x10000, 0x100000000)  # least value of a 3-, 5-, 9-byte CompactSize
-_HAS_AMOUNT_ONLY = 0x10  # token bitfield of a fungible amount without an NFT
+AMOUNT_ONLY = 0x10  # token bitfield of a fungible amount without an NFT
+
+
+def fungible_amount_at(buf: bytes, lead: int, stop: int) -> tuple[int, int] | None:
+    """The token amount whose CompactSize starts at `lead` (a prefix's bitfield said "amount
+    only") and where it ends: (amount, end), or None unless it is minimal, ends by `stop`,
+    and is 1 … 2^63−1 (the one-pass parsers then leave the case to the checked parse)."""
+    amount = buf[lead]
+    if amount < 0xFD:
+        after = lead + 1
+    else:
+        width = 2 if amount == 0xFD else 4 if amount == 0xFE else 8
+        after = lead + 1 + width
+        if after > stop:
+            return None
+        amount = int.from_bytes(buf[lead + 1 : after], "little")
+        if amount < _MIN_WIDE[width >> 2] or amount > MAX_TOKEN_AMOUNT:
+            return None
+    if amount == 0:
+        return None
+    return amount, after
 
 
 _INPUT_SLOTS = ("outpoint", "unlocking", "sequence", "_encoded")
@@ -628,20 +648,11 @@ def _parse_fast(buf: bytes, pos: int) -> tuple[Transaction, int] | None:
             lead = start + 34  # ef ‖ category ‖ bitfield
             if lead >= stop:
                 return None  # too short for a prefix with an amount
-            if buf[lead - 1] == _HAS_AMOUNT_ONLY:
-                amount = buf[lead]
-                if amount < 0xFD:
-                    after = lead + 1
-                else:
-                    width = 2 if amount == 0xFD else 4 if amount == 0xFE else 8
-                    after = lead + 1 + width
-                    if after > stop:
-                        return None
-                    amount = int.from_bytes(buf[lead + 1 : after], "little")
-                    if amount < _MIN_WIDE[width >> 2] or amount > MAX_TOKEN_AMOUNT:
-                        return None
-                if amount == 0:
+            if buf[lead - 1] == AMOUNT_ONLY:
+                read = fungible_amount_at(buf, lead, stop)
+                if read is None:
                     return None
+                amount, after = read
                 token = _new(TokenData)
                 _tok_category(token, buf[start + 1 : lead - 1])
                 _tok_amount(token, amount)
