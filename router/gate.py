@@ -266,11 +266,6 @@ def _templated_pools_clean(
     pools, sats_after, tokens_after = routed
     if tx.values != sats_after or tx.amounts != tokens_after:
         return None  # not exactly the routed states
-    reserve_1, reserve_3, reserve_5 = (
-        pool_reserve(0xFC),
-        pool_reserve(0xFFFF),
-        pool_reserve(2**32 - 1),
-    )
     for pool, sats, tokens, txin, spent, template in zip(
         pools, sats_after, tokens_after, tx.inputs, source_outputs, tx.templates, strict=False
     ):
@@ -283,15 +278,7 @@ def _templated_pools_clean(
         fee = abs(sats - before_sats) * LP_FEE_NUM // LP_FEE_DEN
         if (sats - fee) * tokens < before_sats * before_tokens:
             return None
-        if sats < (
-            reserve_1
-            if tokens <= 0xFC
-            else reserve_3
-            if tokens <= 0xFFFF
-            else reserve_5
-            if tokens <= 0xFFFFFFFF
-            else pool_reserve(tokens)
-        ):
+        if sats < pool_reserve(tokens):
             return None
     return pools
 
@@ -312,11 +299,6 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         return [*found, "fewer inputs or outputs than the route's pools"]
 
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
-    reserve_1, reserve_3, reserve_5 = (
-        pool_reserve(0xFC),
-        pool_reserve(0xFFFF),
-        pool_reserve(2**32 - 1),
-    )
     pools = (
         _templated_pools_clean(cast(TemplatedTransaction, tx), source_outputs, exp.routed)
         if templated
@@ -358,16 +340,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         if not is_valid_pool_transition(before, after):
             add(f"pool {i}: {before} → {after} fails the contract predicate")
         tokens = after.tokens
-        reserve = (  # `pool_reserve(tokens)` by the amount's width, without a call per leg
-            reserve_1
-            if tokens <= 0xFC
-            else reserve_3
-            if tokens <= 0xFFFF
-            else reserve_5
-            if tokens <= 0xFFFFFFFF
-            else pool_reserve(tokens)
-        )
-        if tokens < 1 or after.sats < reserve:
+        if tokens < 1 or after.sats < pool_reserve(tokens):
             add(f"pool {i} left below its reserve: {after.sats} sats, {after.tokens} tokens")
 
     # Funding inputs.
