@@ -236,12 +236,11 @@ class Store:
         self._tip_now: ChainTip | None = None  # valid while not dirty
         self._held = 0  # blocks applied in the open transaction, not yet committed
         self._held_since = 0.0  # monotonic time the open transaction began
-        self.indexes_deferred = False  # see `defer_indexes`
-        self._deferred_defs: list[tuple[str, str]] = []  # their definitions, while deferred
+        # The deferred indexes' definitions (`defer_indexes`; empty when none are deferred).
+        self._deferred_defs: list[tuple[str, str]] = []
         self._restore_soon = False  # `restore_indexes_soon`: built by the next block's batch
-        self._bulk_batch = False  # the open batch began in bulk mode (its length limits)
-        # Bulk mode's batch length lasts until the run of held blocks ends (`commit`), so the
-        # blocks after an early rebuild (`restore_indexes_soon`) batch as long as before it.
+        # Bulk-length batches, from a batch begun with the indexes deferred until the run of
+        # held blocks ends (`commit`): the blocks after an early rebuild batch as before it.
         self._bulk_run = False
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
@@ -344,13 +343,17 @@ class Store:
     def _set_deferred(self, defs: list[tuple[str, str]]) -> None:
         """Deferred indexes mark the initial sync's bulk mode, which decoders hear of
         (`indexer.decoders.base.Bulk`: live state may lag until it ends)."""
+        was = self.indexes_deferred
         self._deferred_defs = defs
         self._restore_soon = False
-        deferred = bool(defs)
-        if deferred != self.indexes_deferred:
-            self.indexes_deferred = deferred
+        if self.indexes_deferred != was:
             for hook in self._bulk_hooks:
-                hook(deferred)
+                hook(self.indexes_deferred)
+
+    @property
+    def indexes_deferred(self) -> bool:
+        """The secondary indexes are dropped (`defer_indexes`): the initial sync's bulk mode."""
+        return bool(self._deferred_defs)
 
     @property
     def held_blocks(self) -> int:
@@ -517,9 +520,8 @@ class Store:
                 # transaction itself on some errors, and nothing may then run in autocommit).
                 opening = ("begin",) if begin else ("need_tx", "the batch's transaction ended")
                 submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
-                if begin:
-                    self._bulk_batch = self.indexes_deferred or self._bulk_run
-                    self._bulk_run = self._bulk_batch
+                if begin and self.indexes_deferred:
+                    self._bulk_run = True
                 self._held += 1
                 if self._restore_soon:
                     submit(self.conn, bulk.restore_steps(self._deferred_defs))
@@ -552,7 +554,7 @@ class Store:
             )
 
     def _batch_full(self) -> bool:
-        if self._bulk_batch:  # bulk length for the rest of the run, the rebuild's batch too
+        if self._bulk_run:
             blocks, seconds = self.bulk_batch_blocks, self.bulk_batch_seconds
         else:
             blocks, seconds = self.batch_blocks, self.batch_seconds
