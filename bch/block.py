@@ -508,6 +508,22 @@ class Block:
     def from_bytes(cls, raw: bytes) -> Block:
         return cls(raw)
 
+    def parts(self) -> tuple[bytes, list[int], tuple[bytes, ...]]:
+        """(raw, transaction offsets, txids): what `from_parts` takes back, so a block scanned
+        and hashed in one process (the indexer's fetch process) is not scanned again."""
+        return self.raw, self._offsets, self.txids
+
+    @classmethod
+    def from_parts(cls, raw: bytes, offsets: list[int], txids: tuple[bytes, ...]) -> Block:
+        """The block whose `parts()` these are, trusted as made (only the header is parsed
+        again): the caller vouches that `Block(raw)` gave them."""
+        block = cls.__new__(cls)
+        block.header = BlockHeader.from_bytes(raw[:HEADER_SIZE])
+        block.raw = raw
+        block.txids = txids
+        block._offsets = offsets
+        return block
+
     @classmethod
     def from_hex(cls, block_hex: str) -> Block:
         try:

@@ -5,10 +5,13 @@ on another machine) and lays down a long scenario history: by default 90 days of
 preset with 2,000 plain payments a day, about 227,000 transactions of which about 27,500 are
 Cauldron trades. Then, over one Electrum connection and with the same prefetch window:
 
-- **fetch + parse** (the ceiling): every block from the start height to the tip fetched
+- **fetch + parse**: every block from the start height to the tip fetched
   (`blockchain.block.get`), hex-decoded and parsed as the follower does (`Block`: boundaries,
   txids, merkle check), and every transaction decoded (`Transaction`); nothing else;
-- **fetch + scan**: the same without decoding the transactions;
+- **fetch + parse (2 proc.)**: the same with the blocks fetched, checked and scanned by a fetch
+  process, as the follower's initial sync does (`indexer.follow.fetch_process`), and decoded in
+  this one: fetch + parse using both cores. **The ceiling is the faster of the two**;
+- **fetch + scan**: the first without decoding the transactions;
 - **indexing**: a fresh follower syncs the same blocks into a fresh SQLite file (WAL), as
   `ladle index` does (`--decoders` to choose the decoders; default: all registered).
 
@@ -16,8 +19,8 @@ The machine's speed drifts (up to 2x within minutes on a shared VM), so the inde
 `--rounds` times (default 3), each between two runs of the ceilings: the report gives the
 fastest run of each kind and their ratio, and each indexing against the faster of its two
 adjacent ceilings (with the median of those). Each row also reports the CPU of the event-loop
-thread, of the SQLite writer (its own process, `indexer.store.writer`, plus any other thread
-of this one) and of the devnet's server process, which say where the time goes.
+thread, of the other processes and threads (the SQLite writer, `indexer.store.writer`, and
+the fetch process) and of the devnet's server process, which say where the time goes.
 
     .venv/bin/python scripts/bench_indexer.py [--json out.json] [--days 90]
         [--payments-per-day 2000] [--trades-per-day 300] [--seed 1] [--window 32]
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -52,8 +56,10 @@ from typing import Any
 
 from indexer.decoders import create_decoders, registered_decoders
 from indexer.electrum import ElectrumClient
-from indexer.follow import BlockPipeline, Follower, fetch_block
-from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.follow import BlockPipeline, FetchedBlock, Follower, fetch_block
+from indexer.follow.fetch import DEFAULT_WINDOW, Fetch
+from indexer.follow.fetch_process import FetchProcess
+from indexer.follow.settings import ClientSettings
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 
@@ -186,28 +192,47 @@ async def _devnet_main(settings: dict[str, Any], conn: Connection) -> None:
 
 
 async def ceiling(
-    client: ElectrumClient, start: int, tip: int, window: int, *, decode: bool
+    client: ElectrumClient,
+    start: int,
+    tip: int,
+    window: int,
+    *,
+    decode: bool,
+    offload: bool = False,
 ) -> Run:
     """Fetch every block and parse it as the follower does (`Block`: transaction boundaries,
-    txids, merkle check); with `decode`, also decode every transaction (`Transaction`)."""
+    txids, merkle check); with `decode`, also decode every transaction (`Transaction`). With
+    `offload`, blocks are fetched and scanned by a fetch process, as the follower's initial
+    sync does (`indexer.follow.fetch_process`), and decoded here: fetch + parse on two cores."""
     headers: list[tuple[int, bytes]] = []
     for first in range(start, tip + 1, 2016):
         raw = await client.get_headers(first, min(2016, tip + 1 - first))
         headers.extend((first + i, h) for i, h in enumerate(raw))
+
+    async def in_loop(h: int, header: bytes) -> FetchedBlock:
+        return await fetch_block(client, h, header)
+
     clock = CpuClock()
+    children = _children_cpu()
     blocks = txs = size = 0
-    async with BlockPipeline(
-        lambda h, header: fetch_block(client, h, header), headers, window=window
-    ) as pipe:
-        async for fetched in pipe:
-            blocks += 1
-            txs += fetched.tx_count
-            size += fetched.size
-            if decode and fetched.block is not None:
-                for i in range(fetched.block.tx_count):
-                    fetched.block.transaction(i)
-    name = "fetch + parse" if decode else "fetch + scan"
-    return Run(name, *clock.read(), blocks, txs, size)
+    async with contextlib.AsyncExitStack() as stack:
+        fetch: Fetch = in_loop
+        if offload:
+            settings = ClientSettings.of(client)
+            assert settings is not None
+            fetch = (await stack.enter_async_context(FetchProcess(settings, in_loop))).fetch
+        async with BlockPipeline(fetch, headers, window=window) as pipe:
+            async for fetched in pipe:
+                blocks += 1
+                txs += fetched.tx_count
+                size += fetched.size
+                if decode and fetched.block is not None:
+                    for i in range(fetched.block.tx_count):
+                        fetched.block.transaction(i)
+    wall, loop, other = clock.read()
+    other += _children_cpu() - children  # the fetch process, once it exited
+    name = ("fetch + parse" if decode else "fetch + scan") + (" (2 proc.)" if offload else "")
+    return Run(name, wall, loop, other, blocks, txs, size)
 
 
 async def indexing(
@@ -278,18 +303,23 @@ async def measure(
     2x within minutes on a shared VM), so each indexing is compared with the faster of the
     ceilings run right before and right after it, and the fastest runs are kept overall."""
     client = ElectrumClient([url], timeout=120.0)
-    runs: dict[str, list[Run]] = {"fetch + parse": [], "fetch + scan": []}
+    runs: dict[str, list[Run]] = {
+        "fetch + parse": [],
+        "fetch + scan": [],
+        "fetch + parse (2 proc.)": [],
+    }
     indexes: list[Run] = []
     per_round: list[float] = []
     db_mb = 0.0
 
     async def ceilings() -> Run:
-        for decode in (True, False):
+        """The three ceilings; the faster fetch + parse of this turn (one process or two)."""
+        for decode, offload in ((True, False), (False, False), (True, True)):
             run = await _with_server_cpu(
-                server_pid, ceiling(client, start, tip, window, decode=decode)
+                server_pid, ceiling(client, start, tip, window, decode=decode, offload=offload)
             )
             runs[run.name].append(run)
-        return runs["fetch + parse"][-1]
+        return max(runs["fetch + parse"][-1], runs["fetch + parse (2 proc.)"][-1], key=_speed)
 
     try:
         tip, _ = await client.get_tip()
@@ -310,21 +340,30 @@ async def measure(
                 before = after
     finally:
         await client.close()
-    best = {name: max(rs, key=lambda r: r.blocks_per_s) for name, rs in runs.items()}
-    index = max(indexes, key=lambda r: r.blocks_per_s)
+    best = {name: max(rs, key=_speed) for name, rs in runs.items()}
+    index = max(indexes, key=_speed)
     assert all(i.blocks == tip - start + 1 for i in indexes)
     assert all(r.blocks == index.blocks and r.txs == index.txs for r in best.values())
+    one, two = best["fetch + parse"], best["fetch + parse (2 proc.)"]
+    top = max(one, two, key=_speed)  # the ceiling: fetch + parse however it is faster
     return {
-        "ceiling": asdict(best["fetch + parse"]) | _rates(best["fetch + parse"]),
+        "ceiling": asdict(top) | _rates(top),
+        "ceiling_one_process": asdict(one) | _rates(one),
+        "ceiling_two_processes": asdict(two) | _rates(two),
         "scan": asdict(best["fetch + scan"]) | _rates(best["fetch + scan"]),
         "indexing": asdict(index) | _rates(index) | {"db_mb": round(db_mb, 1)},
-        "ratio": index.blocks_per_s / best["fetch + parse"].blocks_per_s,
+        "ratio": index.blocks_per_s / top.blocks_per_s,
+        "ratio_to_one_process": index.blocks_per_s / one.blocks_per_s,
         "ratio_to_scan": index.blocks_per_s / best["fetch + scan"].blocks_per_s,
         "ratio_per_round": [round(x, 3) for x in per_round],
         "ratio_median": statistics.median(per_round),
         "all_runs": {name: [asdict(r) for r in rs] for name, rs in runs.items()}
         | {"indexing": [asdict(r) for r in indexes]},
     }
+
+
+def _speed(run: Run) -> float:
+    return run.blocks_per_s
 
 
 def _rates(run: Run) -> dict[str, float]:
@@ -345,17 +384,21 @@ def _print(report: dict[str, Any]) -> None:
         )
     print(f"decoders: {', '.join(report['decoders'])}; window {report['window']}")
     print(
-        f"{'':16} {'seconds':>8} {'blocks/s':>10} {'tx/s':>10} {'MB/s':>7} "
-        f"{'loop CPU s':>10} {'writer CPU s':>12} {'server CPU s':>12}"
+        f"{'':24} {'seconds':>8} {'blocks/s':>10} {'tx/s':>10} {'MB/s':>7} "
+        f"{'loop CPU s':>10} {'other CPU s':>12} {'server CPU s':>12}"
     )
-    for key in ("ceiling", "scan", "indexing"):
+    for key in ("ceiling_one_process", "ceiling_two_processes", "scan", "indexing"):
         r = report[key]
         print(
-            f"{r['name']:16} {r['seconds']:8.1f} {r['blocks_per_s']:10,.1f} "
+            f"{r['name']:24} {r['seconds']:8.1f} {r['blocks_per_s']:10,.1f} "
             f"{r['txs_per_s']:10,.1f} {r['mb_per_s']:7.2f} {r['loop_cpu_s']:10.1f} "
             f"{r['other_cpu_s']:12.1f} {_cpu(r.get('server_cpu_s')):>12}"
         )
-    print(f"indexing / ceiling (fetch + parse): {report['ratio']:.2f} (fastest of each)")
+    print(
+        f"indexing / ceiling (the faster fetch + parse, {report['ceiling']['name']}): "
+        f"{report['ratio']:.2f} (fastest of each; to the one-process ceiling: "
+        f"{report['ratio_to_one_process']:.2f})"
+    )
     rounds = ", ".join(f"{x:.2f}" for x in report["ratio_per_round"])
     print(f"  each indexing / its adjacent ceiling: {rounds} (median {report['ratio_median']:.2f})")
     print(f"indexing / fetch + scan:            {report['ratio_to_scan']:.2f}")

@@ -20,6 +20,10 @@ date row by row costs the writer more than building them once. The build is queu
 blocks about `RESTORE_AHEAD` below the tip, so the writer makes it while the event loop decodes
 the last ones, and the walk returns once it is committed.
 
+A walk starting more than `offload_distance` blocks below the server's tip fetches its blocks
+in a child process (`indexer.follow.fetch_process`), which also checks and scans them: the
+event loop, which bounds the sync, is left the decoding.
+
 The server's chain is authoritative (the pool talks to one server at a time): when it is behind
 us on our own chain we wait; when it is on another branch we follow it.
 """
@@ -44,8 +48,10 @@ from indexer.follow.fetch import (
     fetch_block,
     fetch_prevouts,
 )
+from indexer.follow.fetch_process import FetchProcess
 from indexer.follow.logs import fields
 from indexer.follow.progress import Progress
+from indexer.follow.settings import ClientSettings
 from indexer.store import AppliedBlock, ChainTip, Store
 
 log = logging.getLogger("indexer.follow")
@@ -62,6 +68,9 @@ DEFAULT_BULK_DISTANCE = 5_000
 # The writer starts building the deferred indexes when the walk fetches the headers that end
 # this close to the tip, so the build runs beside the decoding of the last blocks, not after.
 RESTORE_AHEAD = 2_000
+# A walk starting further than this below the server's tip fetches in a child process: starting
+# one costs a fraction of a second, which a few thousand blocks repay many times.
+DEFAULT_OFFLOAD_DISTANCE = 2_000
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
 
@@ -121,9 +130,11 @@ class ChainFollower:
         on_block: BlockCallback | None = None,
         fetch: Fetch | None = None,
         bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
+        offload_distance: int | None = DEFAULT_OFFLOAD_DISTANCE,
     ) -> None:
         """`bulk_distance`: how far below the server's tip a walk defers the secondary indexes
-        (None: never)."""
+        (None: never). `offload_distance`: how far below it a walk fetches in a child process
+        (None: never; never either with a `fetch` of the caller's)."""
         if start_height < 0:
             raise ValueError("the start height cannot be negative")
         self.client = client
@@ -136,6 +147,9 @@ class ChainFollower:
         self.bulk_distance = bulk_distance
         self._restore_began: float | None = None  # when the indexes were queued to be built
         self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
+        self.offload_distance = None if fetch is not None else offload_distance
+        self._offload: FetchProcess | None = None  # the walk's fetch process, while it runs
+        self.offloaded = 0  # blocks fetched by a child process, over every walk
         if store.prevouts is None:  # decoders may ask the server for outputs never indexed
             store.prevouts = lambda outpoints: fetch_prevouts(client, outpoints)
         self.server_height = -1  # best server tip height seen (notifications, header walks)
@@ -184,6 +198,7 @@ class ChainFollower:
                         continue
                     if not self.following:  # the initial sync
                         await self._defer_indexes(start)
+                        await self._start_offload(start)
                         if start + len(headers) + RESTORE_AHEAD > self.server_height:
                             self._restore_indexes_soon()  # the last stretch below the tip
                     await self._apply(linked, tip)
@@ -200,8 +215,30 @@ class ChainFollower:
             try:
                 await self.store.commit()  # whole blocks, whatever ended the walk
             finally:
+                if self._offload is not None:
+                    offload, self._offload = self._offload, None
+                    await offload.close()
+                    self.offloaded += offload.fetched
                 if self.progress is not None:
                     self.progress.end()
+
+    async def _start_offload(self, next_height: int) -> None:
+        """Fetch in a child process from here to the tip, if that is far enough (see the
+        module doc) and the client's settings can be given to another process."""
+        distance = self.offload_distance
+        if distance is None or self._offload is not None:
+            return
+        if self.server_height - next_height < distance:
+            return
+        settings = ClientSettings.of(self.client)
+        if settings is None:
+            return
+        self._offload = FetchProcess(settings, self.fetch)
+        await self._offload.start()
+        log.info(
+            "fetching blocks in a child process",
+            extra=fields(event="fetch_process", height=next_height, alive=self._offload.alive),
+        )
 
     async def _defer_indexes(self, next_height: int) -> None:
         distance = self.bulk_distance
@@ -315,7 +352,7 @@ class ChainFollower:
                 -1 if tip is None else tip.height, max(self.server_height, linked[-1][0])
             )
         pipe = BlockPipeline(
-            self.fetch,
+            self.fetch if self._offload is None else self._offload.fetch,
             linked,
             window=self.window,
             max_bytes=self.max_bytes,

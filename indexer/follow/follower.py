@@ -21,6 +21,7 @@ import logging
 from indexer.electrum import ElectrumClient, ElectrumClientError, HeaderNotice
 from indexer.follow.chain import (
     DEFAULT_BULK_DISTANCE,
+    DEFAULT_OFFLOAD_DISTANCE,
     BlockCallback,
     CatchUp,
     ChainFollower,
@@ -53,6 +54,7 @@ class Follower:
         retry_delay: float = 0.5,
         max_retry_delay: float = 30.0,
         bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
+        offload_distance: int | None = DEFAULT_OFFLOAD_DISTANCE,
     ) -> None:
         """`start_height`: where a fresh index starts (None: 792772 on mainnet, else 0; an
         index that has blocks continues from its tip). `window`: blocks fetched ahead.
@@ -68,6 +70,7 @@ class Follower:
             progress=progress,
             on_block=on_block,
             bulk_distance=bulk_distance,
+            offload_distance=offload_distance,
         )
         self._start_known = start_height is not None
         self._wake = asyncio.Event()
