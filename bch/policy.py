@@ -47,7 +47,7 @@ from bch.token import (
     PREFIX_TOKEN,
     Capability,
 )
-from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxOutput
+from bch.tx import MAX_SATS, FungibleTemplate, TemplatedTransaction, Transaction, TxOutput
 
 MIN_RELAY_FEE_PER_KB = 1000
 DUST_RELAY_FEE_PER_KB = 1000
@@ -267,7 +267,7 @@ def input_standardness_errors(
     any size counts; from 2026 so does any bytecode of at most 201 bytes)."""
     _check_year(vm_year)
     _check_aligned(tx, source_outputs)
-    if None not in _kinds_of(list(map(_locking_of, source_outputs)), vm_year):
+    if None not in _kinds_of(source_outputs, vm_year):
         return []  # every type known (a router's pools, build after build): nothing to report
     return [
         PolicyViolation(
@@ -291,6 +291,9 @@ _index_of = attrgetter("index")
 # bytes objects cache their hash). Bounded: cleared when full.
 _PUSH_ONLY: dict[bytes, bool] = {}
 _PUSH_ONLY_MAX = 1 << 16
+# Per size limit: unlocking bytecode → push-only and within the limit (nothing to report),
+# recorded once an input was looked at one by one. Bounded like `_PUSH_ONLY`.
+_UNLOCKING_CLEAN: dict[int, dict[bytes, bool]] = {}
 
 
 def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyViolation]:
@@ -320,17 +323,18 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     push_only = _PUSH_ONLY  # a router spends the same pools' unlockings in build after build
     if len(push_only) > _PUSH_ONLY_MAX:
         push_only.clear()
-    unlockings = list(map(_unlocking_of, tx.inputs))
-    # Every unlocking already known push-only and none too long (a router's pools, build after
-    # build): nothing to report, decided without a Python-level step per input.
-    known = all(map(push_only.get, unlockings)) and max(map(len, unlockings), default=0) <= (
-        max_unlocking
-    )
+    unlocking_clean = _UNLOCKING_CLEAN.setdefault(max_unlocking, {})
+    if len(unlocking_clean) > _PUSH_ONLY_MAX:
+        unlocking_clean.clear()
+    # Every unlocking already known push-only and within the limit (a router's pools, build
+    # after build): nothing to report, decided by one C-level lookup per input.
+    known = all(map(unlocking_clean.get, map(_unlocking_of, tx.inputs)))
     for i, txin in enumerate(() if known else tx.inputs):
         unlocking = txin.unlocking
         pushes = push_only.get(unlocking)
         if pushes is None:
             pushes = push_only[unlocking] = is_push_only(unlocking)
+        unlocking_clean[unlocking] = pushes and len(unlocking) <= max_unlocking
         if len(unlocking) > max_unlocking:
             add(
                 PolicyViolation(
@@ -500,18 +504,20 @@ def _templated_clean(tx: TemplatedTransaction, vm_year: int) -> tuple[int, int] 
         map(lt, values, map(_DUST_AT_SIZE.__getitem__, map(len, tx.encoded)))
     ):
         return None
-    found = _kinds_of(list(map(_locking_of, tx.templates)), vm_year)
+    found = _kinds_of(tx.templates, vm_year)
     if None in found or "multisig" in found or "nulldata" in found:
         return None
     return len(values), sum(values)
 
 
-def _kinds_of(lockings: list[bytes], vm_year: int) -> set[str | None]:
-    """`{_solve(b, vm_year) for b in lockings}` with a C-level lookup per bytecode: a router's
-    transactions repeat its pools' bytecodes build after build, so each is solved once."""
+def _kinds_of(holders: Sequence[TxOutput | FungibleTemplate], vm_year: int) -> set[str | None]:
+    """`{_solve(h.locking, vm_year) for h in holders}` with a C-level lookup per bytecode: a
+    router's transactions repeat its pools' bytecodes build after build, so each is solved
+    once."""
     kinds = _KINDS.setdefault(vm_year, {})
-    found = set(map(kinds.get, lockings, repeat(_UNKNOWN)))
+    found = set(map(kinds.get, map(_locking_of, holders), repeat(_UNKNOWN)))
     if _UNKNOWN in found:  # bytecodes not seen yet
+        lockings = list(map(_locking_of, holders))
         if len(kinds) > _KINDS_MAX:
             kinds.clear()
         for locking in lockings:

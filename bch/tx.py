@@ -10,6 +10,7 @@ import dataclasses
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, NamedTuple
 
 from bch.encoding import DecodeError, Reader, compact_size, compact_size_len
@@ -330,6 +331,7 @@ class Transaction:
 
 _outputs_slot = vars(Transaction)["outputs"]
 _output_bytes = TxOutput.encode
+_input_bytes = TxInput.encode
 _kept_bytes = vars(TxInput)["_encoded"].__get__
 
 
@@ -414,11 +416,25 @@ class TemplatedTransaction(Transaction):
         from its output count on (`tests/router/test_templated.py` holds the result equal
         to a plain transaction of those inputs and outputs)."""
         inputs = tuple(inputs)
-        head = _I32.pack(self.version) + compact_size(len(inputs)) + _inputs_wire(inputs)
         raw = self.raw
         assert raw is not None  # always set by __init__
+        at = self._outputs_at
+        old = self.inputs
+        if len(inputs) == len(old):
+            # The same count: the bytes up to the first input that is not the same object
+            # are kept (a signer's copy changes only the funding inputs after the pools).
+            same = list(map(is_, inputs, old))
+            first = same.index(False) if False in same else len(old)
+            start = at - sum(map(len, map(_input_bytes, old[first:])))
+            tail = _inputs_wire(inputs[first:])
+            raw = raw[:start] + tail + raw[at:]
+            at = start + len(tail)
+        else:
+            head = _I32.pack(self.version) + compact_size(len(inputs)) + _inputs_wire(inputs)
+            raw = head + raw[at:]
+            at = len(head)
         other = _new(TemplatedTransaction)
-        other._fill(self.version, inputs, self.locktime, head + raw[self._outputs_at :], len(head))
+        other._fill(self.version, inputs, self.locktime, raw, at)
         for name in ("templates", "values", "amounts", "encoded", "rest"):
             _set(other, name, getattr(self, name))
         return other

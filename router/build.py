@@ -59,10 +59,7 @@ class BuildResult:
         from bytes made once per pool and the route's legs written straight to JSON: what the
         daemon sends (`test_fast_paths` holds the bytes equal)."""
         return orjson.dumps(
-            self._doc(
-                orjson.Fragment(self._sources_json_bytes()),
-                orjson.Fragment(self.route.to_json_bytes()),
-            )
+            self._doc(orjson.Fragment(self._sources_json_bytes()), self.route.json_doc())
         )
 
     def _doc(self, sources: Any, route: Any) -> dict[str, Any]:
@@ -95,7 +92,11 @@ class BuildResult:
                 for pool, o in zip(pools, sources, strict=False)
             ]
         parts += [orjson.dumps(source_output_json(o)) for o in sources[n:]]
-        return b"[" + b",".join(parts) + b"]"
+        if not parts:
+            return b"[]"
+        parts[0] = b"[" + parts[0]  # the brackets on the end parts: one join, no copies
+        parts[-1] += b"]"
+        return b",".join(parts)
 
     def _sources_json(self) -> list[dict[str, Any]]:
         """Pools' entries come made (`Pool.source_json`) when the spent output is the pool's."""
@@ -315,6 +316,22 @@ def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
             )
 
 
+def _refuse_spent_pools(book: PoolBook, q: Quote, usable: Sequence[FundingInput]) -> None:
+    """`bad_request` when a funding input is the outpoint of a pool this trade spends. The
+    legs' pools are the book's, so an outpoint no pool of the traded tokens has in the book
+    is none of theirs; only one the book has is compared with the legs' outpoints."""
+    tokens = [a for a in (q.request.sell, q.request.buy) if a != BCH]
+    for f in usable:
+        key = (f.outpoint.txid_hex, f.outpoint.index)
+        for token in tokens:
+            if book.find(token, key) is not None and f.outpoint in map(
+                _pool_outpoint, q.columns()[0]
+            ):
+                raise bad_request(
+                    f"funding_inputs[{f.index}] is pool {f.outpoint}, which this trade spends"
+                )
+
+
 def _assemble(
     asm: _Assembler, selected: Sequence[FundingInput]
 ) -> tuple[Transaction, tuple[TxOutput, ...]]:
@@ -333,14 +350,13 @@ def _assemble(
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
     pools = asm.pools
-    inputs = list(map(_trade_input_of, pools))
-    inputs += [TxInput(f.outpoint) for f in selected]
+    inputs = (*map(_trade_input_of, pools), *[TxInput(f.outpoint) for f in selected])
     sources = (*map(_source_of, pools), *[f.output for f in selected])
     # The pools' outputs as their templates' bytes (no objects unless something asks);
     # serialized once, and size, hex and the gate reuse the bytes and the integers.
-    templates = list(map(_template_slot, pools))
+    templates = tuple(map(_template_slot, pools))
     if not all(templates):  # not made yet for some pool (None; a template is always true)
-        templates = list(map(_template_of, pools))
+        templates = tuple(map(_template_of, pools))
     tx = TemplatedTransaction(inputs, templates, asm.sats_after, asm.tokens_after, outputs)
     return tx, sources
 
@@ -384,14 +400,9 @@ def build(
                 expected_output=str(q.output_amount),
                 min_output=str(request.min_output),
             )
-        # A few funding inputs against hundreds of legs: hash the few, test each leg once.
-        offered = {f.outpoint for f in usable}
-        spent = offered.intersection(map(_pool_outpoint, q.columns()[0]))
-        for f in usable:
-            if f.outpoint in spent:
-                raise bad_request(
-                    f"funding_inputs[{f.index}] is pool {f.outpoint}, which this trade spends"
-                )
+        # A few funding inputs against hundreds of legs: each looked up in the book (by
+        # bisection), and only a pool found there looked for among the legs.
+        _refuse_spent_pools(book, q, usable)
         asm = _Assembler(q, request, config)
         selected = _select(asm, usable, left_out)
         _check_supply(q, selected)

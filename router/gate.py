@@ -43,7 +43,7 @@ from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutpu
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
-from router.pools import BCH, Pool, pool_reserve
+from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
 from router.quotes import Quote
 from router.route import P2PKH_UNLOCK_WORST, Columns
 
@@ -51,6 +51,7 @@ log = logging.getLogger("ladle.router.gate")
 
 _TOKEN_PREFIX = bytes((PREFIX_TOKEN,))
 _PLACEHOLDER_UNLOCK = push_data(bytes(74)) + push_data(bytes(33))
+_MOST_RESERVE = max(reserve for _, reserve in RESERVE_STEPS)  # 705 sats
 assert len(_PLACEHOLDER_UNLOCK) == P2PKH_UNLOCK_WORST
 
 
@@ -138,8 +139,7 @@ def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transac
 _encoded = TxInput.encode
 _value = attrgetter("value")
 _token_of = attrgetter("token")
-_outpoint_of = attrgetter("outpoint")
-_txid_of = attrgetter("txid")
+_spent_txid_of = attrgetter("outpoint.txid")  # one C-level getter for both steps
 _nft_of = attrgetter("nft")
 _category_of = attrgetter("category")
 _amount_of = attrgetter("amount")
@@ -236,7 +236,7 @@ def _token_problems(
     # A category is its genesis input's txid: no input's txid among them (32-byte hashes, so
     # the rule's case), nothing to look at input by input.
     categories = inputs.keys() | outputs.keys()
-    if categories and not categories.isdisjoint(map(_txid_of, map(_outpoint_of, tx.inputs))):
+    if categories and not categories.isdisjoint(map(_spent_txid_of, tx.inputs)):
         for txin in tx.inputs:
             outpoint = txin.outpoint
             if outpoint.index == 0 and (outpoint.txid in inputs or outpoint.txid in outputs):
@@ -266,6 +266,7 @@ def _templated_pools_clean(
     pools, sats_after, tokens_after = routed
     if tx.values != sats_after or tx.amounts != tokens_after:
         return None  # not exactly the routed states
+    most_tokens, most_sats, fee_num, fee_den = MAX_TOKEN_AMOUNT, MAX_SATS, LP_FEE_NUM, LP_FEE_DEN
     for pool, sats, tokens, txin, spent, template in zip(
         pools, sats_after, tokens_after, tx.inputs, source_outputs, tx.templates, strict=False
     ):
@@ -273,12 +274,13 @@ def _templated_pools_clean(
         if txin is not pool._input or spent is not pool._source or template is not pool._template:
             return None
         before_sats, before_tokens = pool.sats, pool.tokens
-        if before_tokens < 1 or tokens < 1 or tokens > MAX_TOKEN_AMOUNT or sats > MAX_SATS:
+        if before_tokens < 1 or tokens < 1 or tokens > most_tokens or sats > most_sats:
             return None  # a token-less pool output, or an amount no output holds
-        fee = abs(sats - before_sats) * LP_FEE_NUM // LP_FEE_DEN
+        moved = sats - before_sats
+        fee = (moved if moved >= 0 else -moved) * fee_num // fee_den  # |ΔX|·3 // 1000
         if (sats - fee) * tokens < before_sats * before_tokens:
             return None
-        if sats < pool_reserve(tokens):
+        if sats < _MOST_RESERVE and sats < pool_reserve(tokens):  # no reserve exceeds the widest
             return None
     return pools
 

@@ -449,6 +449,15 @@ class PoolBook:
     def tokens(self) -> list[str]:
         return sorted(self._by_token)
 
+    def find(self, token_id: str, key: tuple[str, int]) -> Pool | None:
+        """The token's tradable pool at outpoint `key` (txid hex, vout), if any: a bisection
+        of the group, which is kept in outpoint order."""
+        group = self._by_token.get(token_id, ())
+        i = bisect_left(group, key, key=_outpoint)
+        if i < len(group) and group[i].key == key:
+            return group[i]
+        return None
+
     def __len__(self) -> int:
         return sum(len(group) for group in self._by_token.values())
 

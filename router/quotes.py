@@ -154,6 +154,12 @@ class Quote:
     def to_json_bytes(self) -> bytes:
         """`orjson.dumps(self.to_json())`, with the legs written straight to JSON and the
         prices taken in the same pass (`route.legs_json_parts`): what the daemon sends."""
+        return orjson.dumps(self.json_doc())
+
+    def json_doc(self) -> dict[str, Any]:
+        """`to_json()` with the legs as one `orjson.Fragment` (see `to_json_bytes`), for a
+        document that holds the quote (`BuildResult.to_json_bytes`): the legs' text is then
+        copied once, into the document's bytes."""
         parts: list[str] = []
         pre: list[float] = []
         post: list[float] = []
@@ -165,11 +171,16 @@ class Quote:
             pre.append(prices[1])
             post.append(prices[2])
         else:
-            legs = orjson.Fragment("[" + ",".join(parts) + "]")
+            if parts:  # the brackets on the end parts: the joined text is made once
+                parts[0] = "[" + parts[0]
+                parts[-1] += "]"
+            else:
+                parts = ["[]"]
+            legs = orjson.Fragment(",".join(parts))
             if len(self.hops) == 2:  # as `prices`: sell A (hop 0) then buy B (hop 1)
-                return orjson.dumps(self._doc(legs, (pre[1] / pre[0], post[1] / post[0])))
-            return orjson.dumps(self._doc(legs, (pre[0], post[0])))
-        return orjson.dumps(self._doc(orjson.Fragment(legs_json(self.legs)), self.prices()))
+                return self._doc(legs, (pre[1] / pre[0], post[1] / post[0]))
+            return self._doc(legs, (pre[0], post[0]))
+        return self._doc(orjson.Fragment(legs_json(self.legs)), self.prices())
 
     def _doc(self, pools: Any, prices: tuple[float, float]) -> dict[str, Any]:
         pre, post = prices

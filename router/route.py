@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
-from operator import add, attrgetter, itemgetter, sub
+from operator import add, attrgetter, gt, itemgetter, sub
 from typing import Any
 
 from bch.policy import MAX_STANDARD_TX_SIZE
@@ -334,6 +335,14 @@ _new = object.__new__
 _TRADE_BY_WIDTH = tuple(
     POOL_INPUT_SIZE + pool_output_size(top) for top in (1, 0xFFFF, 0xFFFFFFFF, MAX_TOKEN_AMOUNT)
 )
+# (top of a width, bytes the next width adds): a leg holding more than `top` tokens is `step`
+# bytes larger than one holding `top`.
+_WIDTH_STEPS = tuple(
+    (top, wider - narrower)
+    for top, narrower, wider in zip(
+        _WIDTH_TOPS, _TRADE_BY_WIDTH[:-1], _TRADE_BY_WIDTH[1:], strict=True
+    )
+)
 
 
 # --- the per-token model ---------------------------------------------------------------------
@@ -616,24 +625,29 @@ class _Model:
         return out
 
     def buy_units(
-        self, alloc: Iterable[tuple[int, float, float]]
-    ) -> tuple[dict[int, int], dict[int, int], dict[int, int], list[tuple[int, int]]]:
+        self, members: Iterable[int], v: float
+    ) -> tuple[dict[int, int], dict[int, int], dict[int, int], list[int]]:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
-        split: each pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left
-        out), its cap, what it pays for them and the polish heap's entry (next unit's cost,
-        pool) when it can take one more: `out_caps`, `unit_costs` and the dicts made from
-        them, as `test_fast_paths` holds them. ValueError as `unit_costs` raises it."""
+        split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
+        pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), its cap,
+        what it pays for them and the polish heap's entry (next unit's cost, pool;
+        `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
+        from them, as `test_fast_paths` holds them. ValueError as `unit_costs` raises it."""
         pools = self.pools
         in_for_out = self.in_for_out
         buy_caps = self._buy_caps
         if buy_caps is None:  # once per model: every purchase on this book reads them
             buy_caps = self._buy_caps = [pool.buy_cap for pool in pools]
+        vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
         get: dict[int, int] = {}
         caps: dict[int, int] = {}
         pay: dict[int, int] = {}
-        heap: list[tuple[int, int]] = []
+        heap: list[int] = []
         add = heap.append
-        for i, _, out in alloc:
+        for i in members:
+            if v >= vmax[i]:
+                continue  # not trading at this rate
+            out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
             pool = pools[i]
             cap = buy_caps[i]
             y = int(out)
@@ -653,14 +667,14 @@ class _Model:
                 if x + more <= MAX_SATS:
                     pay[i] = now
                     if more >= now:
-                        add((more - now, i))
+                        add((more - now) << _KEY_SHIFT | i)
                     continue
             now = in_for_out(i, y)
             pay[i] = now
             if y < cap:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    add((step, i))
+                    add(step << _KEY_SHIFT | i)
         return get, caps, pay, heap
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
@@ -693,21 +707,26 @@ class _Model:
                 add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
         return tuple(out)
 
-    def hop(self, token_id: str, chosen: Sequence[tuple[int, int, int]]) -> Hop:
-        """The `Hop` of a solution as columns (pools, sats after, tokens after), with its
-        totals and pool bytes, every pass a C-level map: the `Leg` objects are made only if
-        something asks (`_ColumnHop`); `tests/router/test_fast_paths.py` holds them equal to
-        `leg`'s."""
-        xs = list(map(_second, chosen))
-        ys = list(map(_third, chosen))
-        pools = tuple(map(self.pools.__getitem__, map(_first, chosen)))
+    def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
+        """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
+        after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
+        are made only if something asks (`_ColumnHop`); `tests/router/test_fast_paths.py`
+        holds them equal to `leg`'s."""
+        indices, xs, ys = chosen
+        pools = tuple(map(self.pools.__getitem__, indices))
         if self.direction is Direction.BUY:
             sats = tuple(map(add, map(_sats_of, pools), xs))
             tokens = tuple(map(sub, map(_tokens_of, pools), ys))
         else:
             sats = tuple(map(sub, map(_sats_of, pools), ys))
             tokens = tuple(map(add, map(_tokens_of, pools), xs))
-        size = sum(map(_TRADE_BY_WIDTH.__getitem__, map(bisect_left, repeat(_WIDTH_TOPS), tokens)))
+        # The narrowest width's size for every leg, plus each step up for the legs past it.
+        size = len(tokens) * _TRADE_BY_WIDTH[0]
+        most = max(tokens, default=0)
+        for top, step in _WIDTH_STEPS:
+            if most <= top:
+                break
+            size += step * sum(map(gt, tokens, repeat(top)))
         return _column_hop(
             token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size
         )
@@ -784,6 +803,18 @@ class _Plan:
     enter: list[float]  # their entry points, aligned with `order`
     min_cost: float  # the cheapest pool's byte cost: bounds every pool's value from above
     enter_at: list[float]  # every pool's entry point, by model index (≤ 0: never admitted)
+    # The sweep of this plan's breakpoints, exact in and exact out (`_SweepTable`), recorded
+    # as far as orders have needed it.
+    tables: dict[bool, _SweepTable] = field(default_factory=dict, compare=False, repr=False)
+
+    def sweep(self, m: _Model, target: float, exact_in: bool, limit: int) -> _Fill:
+        """`_sweep(m, self.order, self.enter, m.by_vmin, target, exact_in, limit)`."""
+        table = self.tables.get(exact_in)
+        if table is None:
+            table = self.tables.setdefault(
+                exact_in, _SweepTable(m, self.order, self.enter, m.by_vmin, exact_in)
+            )
+        return table.fill(target, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -866,6 +897,168 @@ def _sweep(
             sum_a -= a_arr[i]
             sum_k -= off[i]
             sat_total += cap[i]
+
+
+class _SweepTable:
+    """`_sweep` of one breakpoint sequence, recorded once for every order on it.
+
+    The walk (which pools are admitted or saturate, in which order, and the running sums)
+    depends on the model and the plan only, not on the order's amount; the amount only
+    decides where it stops. So the walk is recorded at each breakpoint it checks (the sums,
+    the fill there, and for an admission the fill just after it), extended lazily as far as
+    orders need it, and an order finds its stop by bisection on the running maximum of those
+    fills (the first breakpoint reaching the target; a running maximum, so float rounding
+    cannot make it differ from the walk's first). Members are a prefix of `order`. The
+    result is `_sweep`'s exactly (`tests/router/test_sweep_table.py`)."""
+
+    __slots__ = (
+        "_a",
+        "_admitted",
+        "_cap",
+        "_done",
+        "_ei",
+        "_enter",
+        "_exact_in",
+        "_fills",
+        "_lock",
+        "_off",
+        "_order",
+        "_sat_order",
+        "_sat_total",
+        "_si",
+        "_state",
+        "_sum_a",
+        "_sum_k",
+        "_sums",
+        "_top",
+        "_v_next",
+        "_vmin",
+    )
+
+    def __init__(
+        self,
+        m: _Model,
+        order: list[int],
+        enter: Sequence[float],
+        sat_order: Sequence[int],
+        exact_in: bool,
+    ) -> None:
+        self._order = order
+        self._enter = enter
+        self._sat_order = sat_order
+        self._exact_in = exact_in
+        self._a = m.a
+        self._vmin = m.vmin
+        self._off = m.b if exact_in else m.c
+        self._cap = m.cap_in if exact_in else m.cap_out
+        self._state = [0] * len(m)
+        self._ei = self._si = 0
+        self._sum_a = self._sum_k = self._sat_total = 0.0
+        self._done = False
+        # Per breakpoint checked: the fill there, (sum_a, sum_k, sat_total), v_next, members
+        # so far; `_top`: running maximum of the fill (when it can stop there) and of the fill
+        # after an admission; `_admitted[n]`: the breakpoint admitting the (n+1)-th member.
+        self._fills: list[float] = []
+        self._sums: list[tuple[float, float, float]] = []
+        self._v_next: list[float] = []
+        self._top: list[float] = []
+        self._admitted: list[int] = []
+        self._lock = threading.Lock()
+
+    def fill(self, target: float, limit: int) -> _Fill:
+        top, admitted = self._top, self._admitted
+        if not (self._done or (top and top[-1] >= target) or len(admitted) > limit):
+            with self._lock:
+                self._extend(target, limit)
+        j = bisect_left(top, target)  # the first breakpoint where the order can stop
+        hard = len(top)  # where the walk stops whatever the target: the pool limit, or the end
+        if limit < len(admitted):
+            hard = admitted[limit]
+        elif self._done:
+            hard = len(top) - 1
+        if j <= hard:
+            fill = self._fills[j]
+            sum_a, sum_k, sat_total = self._sums[j]
+            if fill >= target and sum_a > 0.0:
+                if self._exact_in:
+                    v = sum_a / (target + sum_k - sat_total)
+                else:
+                    v = (sum_k + sat_total - target) / sum_a
+                v_next = self._v_next[j]
+                return _Fill(max(v, v_next), self._order[: self._member_count(j)])
+            if j < hard:  # the admission there overshoots the order
+                return _Fill(0.0, self._order[: self._member_count(j) + 1], jumped=True)
+        return _Fill(0.0, self._order[: self._member_count(hard)])
+
+    def _member_count(self, j: int) -> int:
+        """Members admitted before breakpoint j."""
+        return bisect_left(self._admitted, j)
+
+    def _extend(self, target: float, limit: int) -> None:
+        """Walk on (as `_sweep` does) until a recorded fill reaches `target`, more than
+        `limit` pools are admitted, or the breakpoints end."""
+        order, enter, sat_order = self._order, self._enter, self._sat_order
+        a_arr, vmin, off, cap, state = self._a, self._vmin, self._off, self._cap, self._state
+        exact_in = self._exact_in
+        fills, sums, v_nexts, top, admitted = (
+            self._fills,
+            self._sums,
+            self._v_next,
+            self._top,
+            self._admitted,
+        )
+        ei, si = self._ei, self._si
+        sum_a, sum_k, sat_total = self._sum_a, self._sum_k, self._sat_total
+        n_e, n_s = len(order), len(sat_order)
+        high = top[-1] if top else -_INF
+        done = self._done
+        while not done and high < target and len(admitted) <= limit:
+            ve = enter[ei] if ei < n_e else 0.0
+            vs = vmin[sat_order[si]] if si < n_s else 0.0
+            if vs > ve and state[sat_order[si]] != 1:
+                si += 1
+                continue
+            v_next = ve if ve >= vs else vs
+            if exact_in:
+                if v_next > 0.0:
+                    fill = sum_a / v_next - sum_k + sat_total
+                else:
+                    fill = _INF if sum_a > 0.0 else sat_total
+            else:
+                fill = sum_k - sum_a * v_next + sat_total
+            fills.append(fill)
+            sums.append((sum_a, sum_k, sat_total))
+            v_nexts.append(v_next)
+            if sum_a > 0.0 and fill > high:
+                high = fill
+            if v_next <= 0.0:
+                done = True
+            elif ve >= vs:
+                admitted.append(len(fills) - 1)
+                i = order[ei]
+                ei += 1
+                if ve > vmin[i]:
+                    state[i] = 1
+                    sum_a += a_arr[i]
+                    sum_k += off[i]
+                    gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+                else:
+                    state[i] = 2
+                    sat_total += cap[i]
+                    gained = cap[i]
+                if gained > 0.0 and fill + gained > high:
+                    high = fill + gained
+            else:
+                i = sat_order[si]
+                si += 1
+                state[i] = 2
+                sum_a -= a_arr[i]
+                sum_k -= off[i]
+                sat_total += cap[i]
+            top.append(high)
+        self._ei, self._si = ei, si
+        self._sum_a, self._sum_k, self._sat_total = sum_a, sum_k, sat_total
+        self._done = done  # after the last breakpoint's records (`fill` reads them unlocked)
 
 
 def _plain_fill(m: _Model, members: Iterable[int], target: float, exact_in: bool) -> _Fill:
@@ -1047,32 +1240,47 @@ def _polish_in(
     pay = {i: m.in_for_out(i, y) for i, y in get.items()}
     spare = amount - sum(pay.values())
     caps = {i: m.out_cap(i) for i in get}
-    heap = [(m.in_for_out(i, get[i] + 1) - pay[i], i) for i in get if get[i] < caps[i]]
+    heap = [_unit_key(m.in_for_out(i, get[i] + 1) - pay[i], i) for i in get if get[i] < caps[i]]
     spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
     if not _place_rest(m, pay, get, spare):
         return legs  # it cannot be spent exactly within the limits: the legs as they came
     return [(i, pay[i], get[i]) for i in sorted(pay)]
 
 
+# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
+# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
+# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
+_KEY_SHIFT = 32
+_KEY_POOL = (1 << _KEY_SHIFT) - 1
+
+
+def _unit_key(cost: int, i: int) -> int:
+    return cost << _KEY_SHIFT | i
+
+
 def _buy_cheapest_units(
     m: _Model,
-    heap: list[tuple[int, int]],
+    heap: list[int],
     pay: dict[int, int],
     get: dict[int, int],
     caps: dict[int, int],
     spare: int,
 ) -> int:
     """Exact in: while the spare input covers it, buy the whole output unit that costs least
-    (`heap`: (next unit's cost, pool), heapified here); returns the spare left."""
+    (`heap`: `_unit_key(next unit's cost, pool)`, heapified here); returns the spare left."""
     heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
+    # A pool's next unit replaces its bought one at the top (one sift, not a pop and a push):
+    # a pool has one entry at a time, so the keys are distinct and the order is the same.
+    pop, replace = heapq.heappop, heapq.heapreplace
     in_for_out = m.in_for_out
+    shift, mask = _KEY_SHIFT, _KEY_POOL
     if m.direction is Direction.BUY:
         # `in_for_out`'s purchase arithmetic inline (a 350-leg order buys ~170 units here);
         # anything it would not answer inline goes to it.
         pools = m.pools
-        while heap and heap[0][0] <= spare:
-            cost, i = pop(heap)
+        while heap and heap[0] >> shift <= spare:
+            key = heap[0]
+            cost, i = key >> shift, key & mask
             spare -= cost
             paid = pay[i] = pay[i] + cost
             y = get[i] = get[i] + 1
@@ -1083,17 +1291,22 @@ def _buy_cheapest_units(
                     missing = -(-(x * t) // (t - y - 1)) - x
                     more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
                     if x + more <= MAX_SATS:
-                        push(heap, (more - paid, i))
+                        replace(heap, (more - paid) << shift | i)
                         continue
-                push(heap, (in_for_out(i, y + 1) - paid, i))
+                replace(heap, (in_for_out(i, y + 1) - paid) << shift | i)
+            else:
+                pop(heap)
         return spare
-    while heap and heap[0][0] <= spare:
-        cost, i = pop(heap)
+    while heap and heap[0] >> shift <= spare:
+        key = heap[0]
+        cost, i = key >> shift, key & mask
         spare -= cost
         pay[i] += cost
         get[i] += 1
         if get[i] < caps[i]:
-            push(heap, (in_for_out(i, get[i] + 1) - pay[i], i))
+            replace(heap, (in_for_out(i, get[i] + 1) - pay[i]) << shift | i)
+        else:
+            pop(heap)
     return spare
 
 
@@ -1101,6 +1314,16 @@ def _place_rest(m: _Model, pay: dict[int, int], get: dict[int, int], spare: int)
     """Exact in: the input no whole unit could use goes to the largest leg (its output made
     again for it), or as far as the pools' input limits allow, to the next ones (near 2^63−1
     tokens the largest may not hold it all). False if the limits leave some of it over."""
+    # The largest leg (the first of the largest, as the stable sort below would order them)
+    # usually holds it all: the sort only when it cannot.
+    if not pay:
+        return not spare
+    first = max(pay, key=pay.__getitem__)
+    take = min(spare, max(0, _input_limit(m.pools[first], m.direction) - pay[first]))
+    if take == spare:
+        pay[first] += take
+        get[first] = m.out_for_in(first, pay[first])
+        return True
     for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
         take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
         if take or n == 0:
@@ -1113,8 +1336,12 @@ def _place_rest(m: _Model, pay: dict[int, int], get: dict[int, int], spare: int)
 
 
 def _exact_in_by_out(
-    m: _Model, alloc: Sequence[tuple[int, float, float]], amount: int, v: float
-) -> list[tuple[int, int, int]] | None:
+    m: _Model,
+    members: Sequence[int],
+    alloc: Sequence[tuple[int, float, float]] | None,
+    amount: int,
+    v: float,
+) -> _LegColumns | None:
     """Exact in, when the legs are worth polishing: straight from the continuous split's
     outputs to whole units. Each pool gets the integer part of its continuous output and pays
     the least input the contract takes for it; the input left over (rounding, float error,
@@ -1131,12 +1358,14 @@ def _exact_in_by_out(
         # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
         # units, their costs and the polish heap in one pass.
         try:
-            get, caps, pay, ahead = m.buy_units(alloc)
+            get, caps, pay, ahead = m.buy_units(members, v)
         except ValueError:
             return None
         if not get:
             return None
     else:
+        if alloc is None:
+            alloc = _allocation(m, members, v)
         get, caps = {}, {}
         for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
             whole = min(int(y), cap)
@@ -1150,7 +1379,7 @@ def _exact_in_by_out(
         except ValueError:
             return None
         pay = {i: now for i, (now, _) in zip(get, costs, strict=True)}
-        ahead = [(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+        ahead = [_unit_key(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
     try:
         spare = amount - sum(pay.values())
         gave_back = spare < 0
@@ -1175,7 +1404,9 @@ def _exact_in_by_out(
         if not gave_back:
             heap = ahead
         else:  # units were given back: the next costs moved
-            heap = [(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]]
+            heap = [
+                _unit_key(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]
+            ]
         spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
     except ValueError:
         return None
@@ -1183,33 +1414,42 @@ def _exact_in_by_out(
         return None  # every pool is full: the input-first path tells what the pools can use
     if not _place_rest(m, pay, get, spare):
         return None  # it cannot be spent exactly within the limits: the input-first path
-    return [(i, pay[i], get[i]) for i in sorted(pay)]
+    order = sorted(pay)
+    return order, list(map(pay.__getitem__, order)), list(map(get.__getitem__, order))
 
 
 # --- one hop ---------------------------------------------------------------------------------
 
 
+# A solution's legs as columns: model indices (ascending), inputs, outputs.
+_LegColumns = tuple[Sequence[int], Sequence[int], Sequence[int]]
+
+
+def _leg_columns(legs: Sequence[tuple[int, int, int]]) -> _LegColumns:
+    """(pool, in, out) rows as `_LegColumns`."""
+    return (list(map(_first, legs)), list(map(_second, legs)), list(map(_third, legs)))
+
+
 @dataclass(frozen=True, slots=True)
 class _Candidate:
-    legs: tuple[tuple[int, int, int], ...]  # (model index, in, out)
+    legs: _LegColumns
     value: float  # out minus byte cost (exact in) or −(in plus byte cost) (exact out)
 
 
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
-def _value(
-    m: _Model, legs: Sequence[tuple[int, int, int]], exact_in: bool, cost: Sequence[float], v: float
-) -> float:
+def _value(m: _Model, legs: _LegColumns, exact_in: bool, cost: Sequence[float], v: float) -> float:
     """Net worth of a set of legs to the user: output minus the pools' byte cost (exact in),
     or minus (input plus byte cost) (exact out), byte cost converted at the margin v²."""
-    bytes_sats: float = sum(map(cost.__getitem__, map(_first, legs)))  # the same sums, C-level
+    indices, ins, outs = legs
+    bytes_sats: float = sum(map(cost.__getitem__, indices))  # the same sums, C-level
     rate = v * v
     if exact_in:
-        out: int = sum(map(_third, legs))
+        out: int = sum(outs)
         conv = rate if m.direction is Direction.BUY else 1.0
         return out - bytes_sats * conv
-    paid: int = sum(map(_second, legs))
+    paid: int = sum(ins)
     conv = 1.0 if m.direction is Direction.BUY else (1.0 / rate if rate > 0 else 0.0)
     return -(paid + bytes_sats * conv)
 
@@ -1240,14 +1480,14 @@ class _Reach:
 
 def _split(
     m: _Model, amount: int, exact_in: bool, plan: _Plan, max_pools: int, reach: _Reach
-) -> tuple[list[tuple[int, int, int]], float] | None:
+) -> tuple[_LegColumns, float] | None:
     """The continuous split made exact; None if the pools cannot fill the order. Fills
     `reach` (see `_Reach`)."""
     if not plan.order:
         reach.exact = False
         return None
     # Past twice the pool cap the cap will cut the set anyway: stop admitting there.
-    fill = _sweep(m, plan.order, plan.enter, m.by_vmin, float(amount), exact_in, 2 * max_pools)
+    fill = plan.sweep(m, float(amount), exact_in, 2 * max_pools)
     members = fill.members
     reach.members = list(members)
     if fill.jumped and members:
@@ -1260,8 +1500,17 @@ def _split(
         reach.threshold = fill.v
     else:
         reach.exact = False
+    declined = False  # `_exact_in_by_out` has already declined these members
     if fill.jumped or fill.v <= 0.0:
         alloc, v = _solve(m, members, amount, exact_in)
+    elif exact_in and len(members) <= max_pools and m.direction is Direction.BUY:
+        # A purchase within the pool cap (the common case): `buy_units` reads the split at v
+        # itself, so the allocation is made only if that path declines.
+        v = fill.v
+        by_out = _exact_in_by_out(m, members, None, amount, v)
+        if by_out is not None:
+            return by_out, v
+        alloc, declined = _allocation(m, members, v), True
     else:
         alloc, v = _allocation(m, members, fill.v), fill.v
     if len(alloc) > max_pools:
@@ -1283,10 +1532,11 @@ def _split(
             legs = [(i, m.in_for_out(i, y), y) for i, y in sorted(outs.items())]
             if _worth_polishing(m, legs, v, side_is_input=True):
                 legs = _polish_out(m, legs)
-            return legs, v
-        by_out = _exact_in_by_out(m, alloc, amount, v)
+            return _leg_columns(legs), v
+        by_out = None if declined else _exact_in_by_out(m, members, alloc, amount, v)
         if by_out is not None:
             return by_out, v
+        declined = False
         ins = _exact_in(m, alloc, amount)
         if ins is None:
             return None
@@ -1295,7 +1545,7 @@ def _split(
         if not barren:
             if _worth_polishing(m, legs, v, side_is_input=False):
                 legs = _polish_in(m, legs, amount)
-            return legs, v
+            return _leg_columns(legs), v
         # A pool paid but paying nothing back: re-split without it (the set shrinks each time).
         members = [i for i in members if i not in barren]
         if not members:
@@ -1305,7 +1555,7 @@ def _split(
             # The others cannot use it all: the rounding remainder buys nothing anywhere, so
             # it goes to the producing pool where it does best, without an extra leg.
             absorbed = _absorb(m, [leg for leg in legs if leg[2] > 0], amount)
-            return None if absorbed is None else (absorbed, v)
+            return None if absorbed is None else (_leg_columns(absorbed), v)
 
 
 def _absorb(
@@ -1341,11 +1591,11 @@ def _single(
             return None
         if not lenient and amount > m.in_cap(i):
             return None  # the pool would be paid for output it cannot give
-        legs: tuple[tuple[int, int, int], ...] = ((i, amount, out),)
+        legs: _LegColumns = ((i,), (amount,), (out,))
     else:
         if amount > m.out_cap(i):
             return None
-        legs = ((i, m.in_for_out(i, amount), amount),)
+        legs = ((i,), (m.in_for_out(i, amount),), (amount,))
     return _Candidate(legs, _value(m, legs, exact_in, cost, v))
 
 
@@ -1545,7 +1795,7 @@ def solve_hop(
         split = _split(m, amount, exact_in, plan, max_pools, reach)
         if split is not None:
             legs, v = split
-            chosen = _Candidate(tuple(legs), _value(m, legs, exact_in, cost, v))
+            chosen = _Candidate(legs, _value(m, legs, exact_in, cost, v))
         else:
             reach.exact = False
             v = m.vmax[0]
@@ -1568,7 +1818,7 @@ def solve_hop(
             if m is not None:
                 used.update(m.pools[i].key for i in reach.members)
                 if chosen is not None:
-                    used.update(m.pools[i].key for i, _, _ in chosen.legs)
+                    used.update(m.pools[i].key for i in chosen.legs[0])
             trace.append(
                 HopFootprint(
                     token_id,
