@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,6 +53,12 @@ async def start_router(
     """Serve the router over `snapshot` on ws://host:port (port 0: a free one)."""
     daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits)
     daemon.live.current()  # build the book (and every token's models) before the first client
+    # The book and models of a large snapshot are hundreds of thousands of long-lived objects:
+    # left to the cyclic GC, every full collection traverses them all (~80 ms of stalled event
+    # loop at 20,000 pools, the p99 of tx.build). Frozen, they are skipped; they are acyclic
+    # and freed by reference counting when a later book replaces them.
+    gc.collect()  # garbage is not frozen with the rest
+    gc.freeze()
     server = await daemon.serve(host, port)
     bound = next(iter(server.sockets)).getsockname()[1]
     log.info("router listening on ws://%s:%d", host, bound)

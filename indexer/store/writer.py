@@ -4,10 +4,11 @@ With aiosqlite the writer's SQLite calls run on a thread of the indexer's proces
 statement step releases and re-takes the GIL: while the event loop decodes the next block, the
 SQLite thread waits for the GIL after nearly every row, and the two threads end up taking turns
 (measured: the initial sync's wall time was the *sum* of both threads' CPU). Here the
-connection lives in a child process (`writer_child.py`): the event loop pickles each statement
-list onto a pipe and goes on; the child runs it on another core. Requests are pipelined and run
-in order, so `post` (no answer: block writes) never waits, `call` waits for its own answer,
-and `sync` returns the first error among the posts since the last sync.
+connection lives in a child process (`writer_child.py`): the event loop serializes each
+statement list onto a pipe (`marshal`, or `pickle` for what marshal cannot hold) and goes on;
+the child runs it on another core. Requests are pipelined and run in order, so `post` (no
+answer: block writes) never waits, `call` waits for its own answer, and `sync` returns the
+first error among the posts since the last sync.
 
 `ProcessConnection` is an `aiosqlite.Connection` for the part of its API the store, the decoders
 and the tests use (`execute`, `execute_fetchall`, `executemany`, `executescript`, `close`,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import marshal
 import pickle
 import sqlite3
 import struct
@@ -38,6 +40,8 @@ from aiosqlite.context import contextmanager
 Step = tuple[Any, ...]
 
 _LEN = struct.Struct("<I")
+_REQUEST = struct.Struct("<IB")  # body length, body format
+_MARSHAL, _PICKLE = 0, 1
 _CHILD = Path(__file__).with_name("writer_child.py")
 
 
@@ -130,7 +134,7 @@ class ProcessConnection(aiosqlite.Connection):
     def post(self, steps: Sequence[Step]) -> None:
         """Queue `steps` and return at once (errors come back from `sync`). Posts are joined
         into one request until the next `pace` or request: a block's writes (the store's and
-        every decoder's) cost one pickle and one pipe write."""
+        every decoder's) cost one serialization and one pipe write."""
         if self._gone is not None:
             raise WriterGone(str(self._gone))
         self._joined.extend(steps)
@@ -283,5 +287,13 @@ def _widen_pipe(stdin: asyncio.StreamWriter | None) -> None:
 
 
 def _frame(request: tuple[str, list[Step]]) -> bytes:
-    body = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
-    return _LEN.pack(len(body)) + body
+    """A request for the child: its length, its format, then its body. Rows are tuples of
+    bytes, ints, None and strings, which `marshal` writes 2.7x and the child reads 1.4x as fast
+    as `pickle` (the whole sync's requests: 0.42 s → 0.15 s on the event loop, 0.76 s → 0.55 s
+    in the writer; a bytearray arrives as bytes, the same blob); anything marshal cannot hold
+    (another type, even a subclass of one it can) is pickled."""
+    try:
+        body, kind = marshal.dumps(request, 4), _MARSHAL
+    except ValueError:
+        body, kind = pickle.dumps(request, pickle.HIGHEST_PROTOCOL), _PICKLE
+    return _REQUEST.pack(len(body), kind) + body

@@ -4,6 +4,7 @@ a real request, and the connection limits. Every frame is checked against schema
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from typing import Any
@@ -357,3 +358,14 @@ async def test_every_error_code_but_build_failed_comes_from_a_real_request() -> 
         "min_output": str(int(q["output_amount"]) + 1),
     }
     assert set(seen["rate_limited"]["data"]) == {"retry_after"}
+
+
+async def test_the_book_built_at_start_is_frozen_out_of_the_cyclic_gc() -> None:
+    """A full collection must not traverse the book of a large snapshot: frozen once built."""
+    gc.unfreeze()
+    snap = snapshot_of(standard_pools())
+    async with running(snap) as server:
+        assert gc.get_freeze_count() > 0
+        book = server.daemon.live.current()
+        assert all(o is not book for o in gc.get_objects())  # not in any GC generation
+        gc.unfreeze()  # (leave the process as other tests expect it)
