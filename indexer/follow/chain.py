@@ -67,7 +67,7 @@ HOLD_DISTANCE = 8
 DEFAULT_BULK_DISTANCE = 5_000
 # The writer starts building the deferred indexes when the walk fetches the headers that end
 # this close to the tip, so the build runs beside the decoding of the last blocks, not after.
-RESTORE_AHEAD = 4_000
+RESTORE_AHEAD = 2_000
 # A walk starting further than this below the server's tip fetches in a child process: starting
 # one costs a fraction of a second, which a few thousand blocks repay many times.
 DEFAULT_OFFLOAD_DISTANCE = 2_000
