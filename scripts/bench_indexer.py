@@ -24,7 +24,7 @@ the fetch process) and of the devnet's server process, which say where the time 
 
     .venv/bin/python scripts/bench_indexer.py [--json out.json] [--days 90]
         [--payments-per-day 2000] [--trades-per-day 300] [--seed 1] [--window 32]
-        [--cache DIR] [--decoders cauldron,…] [--rounds 3]
+        [--cache DIR] [--decoders cauldron,…] [--rounds 3] [--offload-distance N]
 
 `--cache DIR` stores the generated chain (its blocks, and what the generator reported) keyed by
 the scenario settings, and later runs replay it into a fresh devnet instead of generating it
@@ -236,7 +236,12 @@ async def ceiling(
 
 
 async def indexing(
-    client: ElectrumClient, start: int, window: int, db: Path, decoders: list[str] | None
+    client: ElectrumClient,
+    start: int,
+    window: int,
+    db: Path,
+    decoders: list[str] | None,
+    offload_distance: int | None = None,
 ) -> Run:
     snapshot = PoolSnapshot()
     store = await Store.open(
@@ -250,7 +255,13 @@ async def indexing(
 
     try:
         follower = Follower(
-            client, store, start_height=start, window=window, mempool=False, on_block=on_block
+            client,
+            store,
+            start_height=start,
+            window=window,
+            mempool=False,
+            on_block=on_block,
+            offload_distance=offload_distance,
         )
         clock = CpuClock()
         writer_before = _children_cpu()
@@ -298,6 +309,7 @@ async def measure(
     decoders: list[str] | None,
     server_pid: int | None = None,
     rounds: int = 1,
+    offload_distance: int | None = None,
 ) -> dict[str, Any]:
     """Ceilings, then `rounds` × (indexing, ceilings again). The machine's speed drifts (up to
     2x within minutes on a shared VM), so each indexing is compared with the faster of the
@@ -328,7 +340,7 @@ async def measure(
             for r in range(rounds):
                 db = Path(tmp) / f"index-{r}.sqlite"
                 index = await _with_server_cpu(
-                    server_pid, indexing(client, start, window, db, decoders)
+                    server_pid, indexing(client, start, window, db, decoders, offload_distance)
                 )
                 indexes.append(index)
                 db_mb = sum(p.stat().st_size for p in Path(tmp).glob(f"{db.name}*")) / 1e6
@@ -415,6 +427,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start-height", type=int, default=0)
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     parser.add_argument(
+        "--offload-distance",
+        type=int,
+        default=None,
+        help="index with the fetch process from this far below the tip (default: off, as the "
+        "follower's default)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=3,
@@ -466,7 +485,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         pid = child.pid if child is not None else None
         report.update(
             asyncio.run(
-                measure(url, args.start_height, args.window, decoders, pid, max(1, args.rounds))
+                measure(
+                    *(url, args.start_height, args.window, decoders, pid, max(1, args.rounds)),
+                    offload_distance=args.offload_distance,
+                )
             )
         )
     finally:

@@ -20,9 +20,10 @@ date row by row costs the writer more than building them once. The build is queu
 blocks about `RESTORE_AHEAD` below the tip, so the writer makes it while the event loop decodes
 the last ones, and the walk returns once it is committed.
 
-A walk starting more than `offload_distance` blocks below the server's tip fetches its blocks
-in a child process (`indexer.follow.fetch_process`), which also checks and scans them: the
-event loop, which bounds the sync, is left the decoding.
+With `offload_distance` set (off by default, see `DEFAULT_OFFLOAD_DISTANCE`), a walk starting
+more than that many blocks below the server's tip fetches its blocks in a child process
+(`indexer.follow.fetch_process`), which also checks and scans them: the event loop is left the
+decoding.
 
 The server's chain is authoritative (the pool talks to one server at a time): when it is behind
 us on our own chain we wait; when it is on another branch we follow it.
@@ -68,9 +69,12 @@ DEFAULT_BULK_DISTANCE = 5_000
 # The writer starts building the deferred indexes when the walk fetches the headers that end
 # this close to the tip, so the build runs beside the decoding of the last blocks, not after.
 RESTORE_AHEAD = 2_000
-# A walk starting further than this below the server's tip fetches in a child process: starting
-# one costs a fraction of a second, which a few thousand blocks repay many times.
-DEFAULT_OFFLOAD_DISTANCE = 2_000
+# Off by default (None): a walk starting further than `offload_distance` below the server's tip
+# fetches in a child process (see the module doc). On the bench's 2-core machine, where the
+# server shares the cores, same-minute A/Bs of fresh `ladle index`-like processes found it
+# slower (the child costs more CPU than the loop saves); inside the bench's own process it was
+# faster. It stays a tested option until a machine with a remote server settles it.
+DEFAULT_OFFLOAD_DISTANCE: int | None = None
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]
 
