@@ -15,6 +15,8 @@ Cauldron trades. Then, over one Electrum connection and with the same prefetch w
 - **indexing**: a fresh follower syncs the same blocks into a fresh SQLite file (WAL), as
   `ladle index` does (`--decoders` to choose the decoders; default: all registered).
 
+Every measured run is made in a fresh Python process (`fresh_run`), as `ladle index` runs:
+made one after another in one process, the later runs paid for the earlier ones' leftovers.
 The machine's speed drifts (up to 2x within minutes on a shared VM), so the indexing runs
 `--rounds` times (default 3), each between two runs of the ceilings: the report gives the
 fastest run of each kind and their ratio, and each indexing against the faster of its two
@@ -46,6 +48,7 @@ import os
 import platform
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -302,6 +305,64 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+_KINDS = ("parse", "scan", "parse2", "index")
+
+
+async def one_run(
+    url: str,
+    kind: str,
+    start: int,
+    tip: int,
+    window: int,
+    db: Path | None = None,
+    decoders: list[str] | None = None,
+    offload_distance: int | None = None,
+) -> Run:
+    """One measurement in this process (`kind`: one of `_KINDS`)."""
+    client = ElectrumClient([url], timeout=120.0)
+    try:
+        if kind == "index":
+            assert db is not None
+            return await indexing(client, start, window, db, decoders, offload_distance)
+        decode, offload = {"parse": (True, False), "scan": (False, False)}.get(kind, (True, True))
+        return await ceiling(client, start, tip, window, decode=decode, offload=offload)
+    finally:
+        await client.close()
+
+
+async def fresh_run(
+    url: str,
+    kind: str,
+    start: int,
+    tip: int,
+    window: int,
+    db: Path | None = None,
+    decoders: list[str] | None = None,
+    offload_distance: int | None = None,
+) -> Run:
+    """`one_run` in a fresh Python process, as `ladle index` runs: a run made in this process
+    after the others paid for their leftovers (the ceilings' 226,823 decoded transactions made
+    the in-loop sync ~25 % slower here than in a process of its own)."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--one", kind, "--electrum", url]
+    argv += ["--start-height", str(start), "--tip", str(tip), "--window", str(window)]
+    if db is not None:
+        argv += ["--db", str(db)]
+    if decoders:
+        argv += ["--decoders", ",".join(decoders)]
+    if offload_distance is not None:
+        argv += ["--offload-distance", str(offload_distance)]
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+    out, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"bench run {kind} failed: {err.decode()[-2000:]}")
+    return Run(**json.loads(out.decode().strip().splitlines()[-1]))
+
+
 async def measure(
     url: str,
     start: int,
@@ -326,10 +387,8 @@ async def measure(
 
     async def ceilings() -> Run:
         """The three ceilings; the faster fetch + parse of this turn (one process or two)."""
-        for decode, offload in ((True, False), (False, False), (True, True)):
-            run = await _with_server_cpu(
-                server_pid, ceiling(client, start, tip, window, decode=decode, offload=offload)
-            )
+        for kind in ("parse", "scan", "parse2"):
+            run = await _with_server_cpu(server_pid, fresh_run(url, kind, start, tip, window))
             runs[run.name].append(run)
         return max(runs["fetch + parse"][-1], runs["fetch + parse (2 proc.)"][-1], key=_speed)
 
@@ -340,7 +399,8 @@ async def measure(
             for r in range(rounds):
                 db = Path(tmp) / f"index-{r}.sqlite"
                 index = await _with_server_cpu(
-                    server_pid, indexing(client, start, window, db, decoders, offload_distance)
+                    server_pid,
+                    fresh_run(url, "index", start, tip, window, db, decoders, offload_distance),
                 )
                 indexes.append(index)
                 db_mb = sum(p.stat().st_size for p in Path(tmp).glob(f"{db.name}*")) / 1e6
@@ -453,8 +513,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated decoders to index with (default: all registered, "
         f"{','.join(registered_decoders())})",
     )
+    parser.add_argument("--one", choices=_KINDS, help=argparse.SUPPRESS)  # `fresh_run`'s
+    parser.add_argument("--tip", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     decoders = args.decoders.split(",") if args.decoders else None
+    if args.one is not None:
+        run = asyncio.run(
+            one_run(
+                *(args.electrum, args.one, args.start_height, args.tip, args.window),
+                *(args.db, decoders, args.offload_distance),
+            )
+        )
+        print(json.dumps(asdict(run)))
+        return 0
     report: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, "
         f"{multiprocessing.cpu_count()} cores, CPython {platform.python_version()}",
