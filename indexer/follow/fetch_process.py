@@ -17,8 +17,6 @@ slows down, it does not stop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import logging
 import os
 import pickle
@@ -30,6 +28,7 @@ from bch.block import Block, BlockHeader
 from indexer.follow.fetch import Fetch, FetchedBlock
 from indexer.follow.frames import LENGTH, frame
 from indexer.follow.settings import ClientSettings
+from indexer.store.writer import widen_pipe
 
 log = logging.getLogger("indexer.follow")
 
@@ -150,7 +149,7 @@ class FetchProcess:
         stdin = transport.get_pipe_transport(0)
         assert isinstance(stdin, asyncio.WriteTransport)
         self._stdin = stdin
-        _widen(transport.get_pipe_transport(1))  # fewer wake-ups for the blocks coming back
+        widen_pipe(transport.get_pipe_transport(1))  # fewer wake-ups for the blocks coming back
         stdin.write(frame(self._settings))
 
     async def close(self) -> None:
@@ -222,11 +221,3 @@ class FetchProcess:
         for answer in pending.values():
             if not answer.done():
                 answer.set_exception(_ChildGoneError())
-
-
-def _widen(pipe: asyncio.BaseTransport | None) -> None:
-    """1 MiB for the pipe instead of Linux's 64 KiB, where allowed."""
-    if pipe is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
-        return
-    with contextlib.suppress(OSError, AttributeError, ValueError):
-        fcntl.fcntl(pipe.get_extra_info("pipe").fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)

@@ -109,7 +109,7 @@ class ProcessConnection(aiosqlite.Connection):
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
-            _widen_pipe(self._proc.stdin)
+            widen_pipe(self._proc.stdin.transport if self._proc.stdin else None)
             self._reader = asyncio.create_task(self._read_answers())
         return self
 
@@ -276,14 +276,14 @@ class ProcessConnection(aiosqlite.Connection):
                 future.set_exception(WriterGone(str(error)))
 
 
-def _widen_pipe(stdin: asyncio.StreamWriter | None) -> None:
-    """Give the request pipe 1 MiB instead of Linux's default 64 KiB (where allowed): a few
-    hundred blocks of writes then fit without waiting for the loop to come round."""
-    if stdin is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
+def widen_pipe(transport: asyncio.BaseTransport | None) -> None:
+    """Give a pipe 1 MiB instead of Linux's default 64 KiB (where allowed): the writer's
+    requests of a few hundred blocks, or the fetch process's blocks, then fit without waiting
+    for the reading side to come round."""
+    if transport is None or not hasattr(fcntl, "F_SETPIPE_SZ"):
         return
-    pipe = stdin.transport.get_extra_info("pipe")
     with contextlib.suppress(OSError, AttributeError, ValueError):
-        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+        fcntl.fcntl(transport.get_extra_info("pipe").fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
 
 
 def _frame(request: tuple[str, list[Step]]) -> bytes:
