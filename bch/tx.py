@@ -129,6 +129,9 @@ class FungibleTemplate:
     # Per CompactSize width of the amount (1, 3, 5, 9 bytes): the script field's length,
     # then the prefix's head; only the amount and the bytecode follow.
     _leads: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
+    # Per width, one struct's `pack` writing a whole output: value, lead, the amount's
+    # CompactSize (marker byte and integer; the 1-byte width has no marker) and bytecode.
+    _packs: tuple[Callable[..., bytes], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         head = TokenData(self.category, 1).encode_prefix()[:-1]  # ef ‖ category ‖ bitfield
@@ -137,6 +140,16 @@ class FungibleTemplate:
             compact_size(len(head) + width + len(self.locking)) + head for width in (1, 3, 5, 9)
         )
         object.__setattr__(self, "_leads", leads)
+        size = len(self.locking)
+        packs = tuple(
+            _output_packer(f"<Q{len(lead)}s{amount}{size}s")
+            for lead, amount in zip(leads, ("B", "BH", "BI", "BQ"), strict=True)
+        )
+        object.__setattr__(self, "_packs", packs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again from its two fields (a struct's `pack` does not pickle)."""
+        return (FungibleTemplate, (self.locking, self.category))
 
     def output(self, value: int, amount: int) -> TxOutput:
         """`TxOutput(value, locking, TokenData(category, amount))`, encoded.
@@ -190,6 +203,17 @@ _o_value, _o_locking, _o_token, _o_encoded = _slot_setters(
     TxOutput, "value", "locking", "token", "_encoded"
 )
 _ONE_BYTE = tuple(bytes((i,)) for i in range(0xFD))
+_PACKERS: dict[str, Callable[..., bytes]] = {}
+
+
+def _output_packer(fmt: str) -> Callable[..., bytes]:
+    """`struct.Struct(fmt).pack`, one per format (templates of one shape share it)."""
+    pack = _PACKERS.get(fmt)
+    if pack is None:
+        pack = _PACKERS[fmt] = struct.Struct(fmt).pack
+    return pack
+
+
 _CS16 = struct.Struct("<BH").pack
 _CS32 = struct.Struct("<BI").pack
 _CS64 = struct.Struct("<BQ").pack
@@ -203,22 +227,21 @@ def fungible_encodings(
     amount `TokenData` would refuse is refused by `TokenData` itself, as in `output`."""
     out: list[bytes] = []
     add = out.append
-    pack = _U64.pack
-    one = _ONE_BYTE
     for template, value, amount in zip(templates, values, amounts, strict=True):
-        leads = template._leads
+        # One struct call per output (`FungibleTemplate._packs`), not four pieces joined.
+        leads, packs = template._leads, template._packs
         if amount < 0xFD:
             if amount < 1:
                 TokenData(template.category, amount)  # raises its own error
-            add(pack(value) + leads[0] + one[amount] + template.locking)
+            add(packs[0](value, leads[0], amount, template.locking))
         elif amount <= 0xFFFF:
-            add(pack(value) + leads[1] + _CS16(0xFD, amount) + template.locking)
+            add(packs[1](value, leads[1], 0xFD, amount, template.locking))
         elif amount <= 0xFFFFFFFF:
-            add(pack(value) + leads[2] + _CS32(0xFE, amount) + template.locking)
+            add(packs[2](value, leads[2], 0xFE, amount, template.locking))
         else:
             if amount > MAX_TOKEN_AMOUNT:
                 TokenData(template.category, amount)  # raises its own error
-            add(pack(value) + leads[3] + _CS64(0xFF, amount) + template.locking)
+            add(packs[3](value, leads[3], 0xFF, amount, template.locking))
     return out
 
 

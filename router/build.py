@@ -82,7 +82,7 @@ class BuildResult:
             # Every pool input spends the pool's own output (what `build` makes): its entries
             # come made, one C-level map instead of a test per leg.
             parts = list(map(_source_bytes_slot, pools))
-            if None in parts:  # not made yet for some pool
+            if not all(parts):  # not made yet for some pool (None; made bytes are never empty)
                 parts = list(map(_source_json_bytes_of, pools))
         else:
             parts = [

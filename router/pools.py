@@ -133,6 +133,12 @@ class Pool:
     _buy_cap: int = field(init=False, repr=False, compare=False, default=-1)
     _source_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
     _template: FungibleTemplate | None = field(init=False, repr=False, compare=False, default=None)
+    # `leg_json_bytes`: the pool's pieces of a buying leg's, of a selling leg's JSON object,
+    # and the middle piece, with the pool's price (each set once, together; the middle last).
+    _leg_buy: bytes | None = field(init=False, repr=False, compare=False, default=None)
+    _leg_sell: bytes | None = field(init=False, repr=False, compare=False, default=None)
+    _leg_mid: bytes | None = field(init=False, repr=False, compare=False, default=None)
+    _leg_price: float = field(init=False, repr=False, compare=False, default=0.0)
 
     def __post_init__(self) -> None:
         if not is_hex_id(self.txid):
@@ -207,6 +213,25 @@ class Pool:
             )
             object.__setattr__(self, "_leg_json", parts)
         return parts
+
+    @property
+    def leg_json_bytes(self) -> tuple[bytes, bytes, bytes]:
+        """`leg_json_parts` as the bytes `route.columns_json_bytes` splices between a leg's
+        numbers: the opening up to `amount_in`'s value for a buying leg and for a selling
+        one, and the piece from after `lp_fee`'s value up to `sats_after`'s. Made once."""
+        buy, sell, mid = self._leg_buy, self._leg_sell, self._leg_mid
+        if buy is None or sell is None or mid is None:
+            head, middle = self.leg_json_parts
+            buy = f'{head}buy","amount_in":"'.encode()
+            sell = f'{head}sell","amount_in":"'.encode()
+            mid = f'",{middle}"sats_after":"'.encode()
+            object.__setattr__(self, "_leg_buy", buy)
+            object.__setattr__(self, "_leg_sell", sell)
+            # The pre-trade price a leg's JSON pass takes (as `sats / tokens` there; a
+            # token-less pool raises ZeroDivisionError there and here alike).
+            object.__setattr__(self, "_leg_price", self.sats / self.tokens)
+            object.__setattr__(self, "_leg_mid", mid)
+        return buy, sell, mid
 
     @property
     def json_strings(self) -> tuple[str, str, str]:

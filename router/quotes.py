@@ -31,7 +31,7 @@ from router.route import (
     Hop,
     HopFootprint,
     Leg,
-    columns_json_parts,
+    columns_json_bytes,
     legs_json,
     max_pools_for,
     solve_hop,
@@ -153,33 +153,34 @@ class Quote:
 
     def to_json_bytes(self) -> bytes:
         """`orjson.dumps(self.to_json())`, with the legs written straight to JSON and the
-        prices taken in the same pass (`route.legs_json_parts`): what the daemon sends."""
+        prices taken with them (`route.columns_json_bytes`): what the daemon sends."""
         return orjson.dumps(self.json_doc())
 
     def json_doc(self) -> dict[str, Any]:
         """`to_json()` with the legs as one `orjson.Fragment` (see `to_json_bytes`), for a
         document that holds the quote (`BuildResult.to_json_bytes`): the legs' text is then
         copied once, into the document's bytes."""
-        parts: list[str] = []
+        parts: list[bytes] = []
         pre: list[float] = []
         post: list[float] = []
         for hop in self.hops:
-            texts, prices = columns_json_parts(hop.columns())
-            if prices is None or prices[0] is not hop.direction:
-                break  # not what `prices` picks for this hop: the plain way below
-            parts += texts
-            pre.append(prices[1])
-            post.append(prices[2])
+            made = columns_json_bytes(hop.columns(), hop.direction, hop.amounts())
+            if made is None:
+                break  # no legs, or not all of them going the hop's way: the plain way below
+            if parts:
+                parts += made[0]
+            else:  # the first hop's pieces (a fresh list) taken as they are
+                parts = made[0]
+            pre.append(made[1])
+            post.append(made[2])
         else:
-            if parts:  # the brackets on the end parts: the joined text is made once
-                parts[0] = "[" + parts[0]
-                parts[-1] += "]"
-            else:
-                parts = ["[]"]
-            legs = orjson.Fragment(",".join(parts))
-            if len(self.hops) == 2:  # as `prices`: sell A (hop 0) then buy B (hop 1)
-                return self._doc(legs, (pre[1] / pre[0], post[1] / post[0]))
-            return self._doc(legs, (pre[0], post[0]))
+            if parts:  # (a quote has hops; otherwise the plain way below)
+                parts[0] = b"[" + parts[0]  # the brackets on the end pieces: one join
+                parts[-1] = b"]"  # the last object's separator
+                legs = orjson.Fragment(b"".join(parts))
+                if len(self.hops) == 2:  # as `prices`: sell A (hop 0) then buy B (hop 1)
+                    return self._doc(legs, (pre[1] / pre[0], post[1] / post[0]))
+                return self._doc(legs, (pre[0], post[0]))
         return self._doc(orjson.Fragment(legs_json(self.legs)), self.prices())
 
     def _doc(self, pools: Any, prices: tuple[float, float]) -> dict[str, Any]:

@@ -33,8 +33,10 @@ from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
-from operator import add, attrgetter, gt, itemgetter, sub
+from operator import add, attrgetter, floordiv, gt, itemgetter, mul, sub, truediv
 from typing import Any
+
+import orjson
 
 from bch.policy import MAX_STANDARD_TX_SIZE
 from bch.token import MAX_TOKEN_AMOUNT
@@ -206,6 +208,90 @@ def columns_json_parts(
     return parts, None
 
 
+# A leg's JSON object in twelve pieces, the odd ones its numbers' digits and the separator:
+# opening (the pool's `leg_json_bytes`, by direction), amount_in, these, amount_out, these,
+# lp_fee, the middle (the pool's), sats_after, these, tokens_after, these, "," (or "]").
+_LEG_PIECES = [
+    b"",
+    b"",
+    b'","amount_out":"',
+    b"",
+    b'","lp_fee":"',
+    b"",
+    b"",
+    b"",
+    b'","tokens_after":"',
+    b"",
+    b'"}',
+    b",",
+]
+
+
+def _digits(numbers: Sequence[int]) -> list[bytes]:
+    """Each integer's decimal digits, as `str` writes them: orjson writes the list in one C
+    call (a third of the cost of `str` on each), then one split."""
+    return orjson.dumps(numbers)[1:-1].split(b",")
+
+
+def columns_json_bytes(
+    columns: Columns,
+    direction: Direction,
+    amounts: tuple[Sequence[int], Sequence[int]] | None = None,
+) -> tuple[list[bytes], float, float] | None:
+    """The legs' JSON objects (`columns_json_parts`, as bytes) when every leg trades in
+    `direction`: their pieces, each object followed by b"," (b"".join of them, less the
+    last comma, is the array's inside), and the prices `columns_json_parts` gives (least
+    pre- and post-trade sats per token buying, greatest selling). Every pass is C-level
+    (maps, one orjson call per column of numbers, slice assignments): no Python step per
+    leg. None when there are no legs or some leg goes the other way. `amounts` (the hop's
+    `Hop.amounts`, what the columns were made from) spares recomputing them."""
+    pools, sats, tokens = columns
+    n = len(pools)
+    if not n:
+        return None
+    mids = list(map(_leg_mid_of, pools))
+    if not all(mids):  # not made yet for some pool (None; the pieces are never empty)
+        mids = [pool.leg_json_bytes[2] for pool in pools]
+    buying = direction is Direction.BUY
+    ins: Sequence[int]
+    outs: Sequence[int]
+    if amounts is None:
+        before = list(map(_sats_of, pools))
+        held = list(map(_tokens_of, pools))
+        if buying:
+            ins, outs = list(map(sub, sats, before)), list(map(sub, held, tokens))
+        else:
+            ins, outs = list(map(sub, tokens, held)), list(map(sub, before, sats))
+    else:
+        ins, outs = amounts
+    # Buying, a leg is a purchase when sats go in (`columns_json_parts`); selling, when none do.
+    if buying:
+        if min(ins) < 1:
+            return None
+        heads = list(map(_leg_buy_of, pools))
+        fees = ins
+        pick = min
+    else:
+        if min(outs) < 0:  # sats after above sats before
+            return None
+        heads = list(map(_leg_sell_of, pools))
+        fees = outs
+        pick = max
+    fees = list(map(floordiv, map(mul, fees, repeat(LP_FEE_NUM)), repeat(LP_FEE_DEN)))
+    parts = _LEG_PIECES * n
+    parts[0::12] = heads
+    parts[6::12] = mids
+    try:
+        parts[1::12] = _digits(ins)
+        parts[3::12] = _digits(outs)
+        parts[5::12] = _digits(fees)
+        parts[7::12] = _digits(sats)
+        parts[9::12] = _digits(tokens)
+    except orjson.JSONEncodeError:  # beyond 64 bits (no pool's): `columns_json_parts`
+        return None
+    return parts, pick(map(_leg_price_of, pools)), pick(map(truediv, sats, tokens))
+
+
 @dataclass(frozen=True, slots=True)
 class Hop:
     """The legs trading one token in one direction, and their totals."""
@@ -218,6 +304,14 @@ class Hop:
     totals: tuple[int, int] | None = field(default=None, compare=False, repr=False)
     size: int | None = field(default=None, compare=False, repr=False)
     _columns: Columns | None = field(default=None, init=False, compare=False, repr=False)
+    # (amounts in, amounts out) of the legs, in order, when the route made them (`_Model.hop`).
+    _amounts: tuple[Sequence[int], Sequence[int]] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+
+    def amounts(self) -> tuple[Sequence[int], Sequence[int]] | None:
+        """Each leg's amount in and amount out (columns), when the route made this hop."""
+        return self._amounts
 
     def columns(self) -> Columns:
         """(pools, sats after, tokens after) of the legs, in order: what the builder, the gate
@@ -310,8 +404,10 @@ def _column_hop(
     columns: Columns,
     totals: tuple[int, int],
     size: int,
+    amounts: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> Hop:
     hop = _new(_ColumnHop)
+    _set(hop, "_amounts", amounts)
     _set(hop, "token_id", token_id)
     _set(hop, "direction", direction)
     _set(hop, "totals", totals)
@@ -325,6 +421,11 @@ _pool_of = attrgetter("pool")
 _after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
 _tokens_of = attrgetter("tokens")
+# Pool's `leg_json_bytes` slots (None until made, all three together).
+_leg_buy_of = attrgetter("_leg_buy")
+_leg_sell_of = attrgetter("_leg_sell")
+_leg_mid_of = attrgetter("_leg_mid")
+_leg_price_of = attrgetter("_leg_price")  # sats / tokens, made with them
 # A pool's input plus re-created output by its amount's width: `bisect_left(_WIDTH_TOPS, n)`
 # is 0 for 1-byte amounts (n ≤ 252), 1 for 3-byte, 2 for 5-byte, 3 for 9-byte.
 _WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)
@@ -388,12 +489,30 @@ def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
     return (-row[0], row[5].key)
 
 
+# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`Pool.buy_cap`),
+# k − 1 (k = sats · tokens), the sats, the tokens (0 when the pool holds no sats, so the inline
+# arithmetic never applies to it), and MAX_SATS − sats (the most a purchase may pay).
+_PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
+# A purchase's caps by model index: the model's own column (`buy_units`) or a dict of the legs'.
+_Caps = Sequence[int] | dict[int, int]
+
+
+def _purchase_columns(pools: Sequence[Pool]) -> _PurchaseColumns:
+    return (
+        [pool.buy_cap for pool in pools],
+        [pool.sats * pool.tokens - 1 for pool in pools],
+        [pool.sats for pool in pools],
+        [pool.tokens if pool.sats >= 1 else 0 for pool in pools],
+        [MAX_SATS - pool.sats for pool in pools],
+    )
+
+
 class _Model:
     """One token's pools in one direction, sorted by v_max (best rate first), with the closed
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
 
     __slots__ = (
-        "_buy_caps",
+        "_buy_cols",
         "_depth_max",
         "_plans",
         "_position",
@@ -444,7 +563,7 @@ class _Model:
         self._plans: dict[float, _Plan] = {}
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
-        self._buy_caps: list[int] | None = None
+        self._buy_cols: _PurchaseColumns | None = None
 
     def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
         """This model after a few pools of its token left (`removed`, as this model holds
@@ -624,23 +743,29 @@ class _Model:
             add((now, in_for_out(i, y + 1) - now if y < cap else -1))
         return out
 
+    def purchase_columns(self) -> _PurchaseColumns:
+        """`_PurchaseColumns` of a buying model's pools, made once per model: every purchase
+        on this book reads them."""
+        cols = self._buy_cols
+        if cols is None:
+            cols = self._buy_cols = _purchase_columns(self.pools)
+        return cols
+
     def buy_units(
         self, members: Iterable[int], v: float
-    ) -> tuple[dict[int, int], dict[int, int], dict[int, int], list[int]]:
+    ) -> tuple[dict[int, int], Sequence[int], dict[int, int], list[int]]:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
         split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
         pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), its cap,
         what it pays for them and the polish heap's entry (next unit's cost, pool;
         `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
-        from them, as `test_fast_paths` holds them. ValueError as `unit_costs` raises it."""
-        pools = self.pools
+        from them, as `test_fast_paths` holds them (the caps as the model's own column, read
+        by pool index). ValueError as `unit_costs` raises it."""
         in_for_out = self.in_for_out
-        buy_caps = self._buy_caps
-        if buy_caps is None:  # once per model: every purchase on this book reads them
-            buy_caps = self._buy_caps = [pool.buy_cap for pool in pools]
+        caps, k_less, sats, t_ok, room = self.purchase_columns()
         vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
+        den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
         get: dict[int, int] = {}
-        caps: dict[int, int] = {}
         pay: dict[int, int] = {}
         heap: list[int] = []
         add = heap.append
@@ -648,33 +773,33 @@ class _Model:
             if v >= vmax[i]:
                 continue  # not trading at this rate
             out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
-            pool = pools[i]
-            cap = buy_caps[i]
+            cap = caps[i]
             y = int(out)
             if y > cap:
                 y = cap
             if y < 1:
                 continue
             get[i] = y
-            caps[i] = cap
-            x, t = pool.sats, pool.tokens
-            if y < cap and y + 1 < t and x >= 1:
-                k = x * t
-                missing = -(-k // (t - y)) - x
-                now = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
-                missing = -(-k // (t - y - 1)) - x
-                more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
-                if x + more <= MAX_SATS:
+            t = t_ok[i]
+            if y < cap and y + 1 < t:
+                # `in_for_out`'s purchase with k − 1 made once per pool: the sats missing,
+                # ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the
+                # cost is ⌊1000·(missing − 1) / 997⌋ + 1 (positive operands throughout:
+                # CPython's floor division of a negative takes extra steps).
+                k1, x = k_less[i], sats[i]
+                now = (k1 // (t - y) - x) * den // keep + 1
+                more = (k1 // (t - y - 1) - x) * den // keep + 1
+                if more <= room[i]:
                     pay[i] = now
                     if more >= now:
-                        add((more - now) << _KEY_SHIFT | i)
+                        add((more - now) << shift | i)
                     continue
             now = in_for_out(i, y)
             pay[i] = now
             if y < cap:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    add(step << _KEY_SHIFT | i)
+                    add(step << shift | i)
         return get, caps, pay, heap
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
@@ -728,7 +853,7 @@ class _Model:
                 break
             size += step * sum(map(gt, tokens, repeat(top)))
         return _column_hop(
-            token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size
+            token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
         )
 
     def rate_at_in(self, i: int, x: int) -> float:
@@ -1263,7 +1388,7 @@ def _buy_cheapest_units(
     heap: list[int],
     pay: dict[int, int],
     get: dict[int, int],
-    caps: dict[int, int],
+    caps: _Caps,
     spare: int,
 ) -> int:
     """Exact in: while the spare input covers it, buy the whole output unit that costs least
@@ -1277,7 +1402,8 @@ def _buy_cheapest_units(
     if m.direction is Direction.BUY:
         # `in_for_out`'s purchase arithmetic inline (a 350-leg order buys ~170 units here);
         # anything it would not answer inline goes to it.
-        pools = m.pools
+        _, k_less, sats, t_ok, room = m.purchase_columns()
+        den, keep = LP_FEE_DEN, _KEEP
         while heap and heap[0] >> shift <= spare:
             key = heap[0]
             cost, i = key >> shift, key & mask
@@ -1285,12 +1411,10 @@ def _buy_cheapest_units(
             paid = pay[i] = pay[i] + cost
             y = get[i] = get[i] + 1
             if y < caps[i]:
-                pool = pools[i]
-                x, t = pool.sats, pool.tokens
-                if y + 1 < t and x >= 1:
-                    missing = -(-(x * t) // (t - y - 1)) - x
-                    more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
-                    if x + more <= MAX_SATS:
+                t = t_ok[i]
+                if y + 1 < t:  # as `buy_units`
+                    more = (k_less[i] // (t - y - 1) - sats[i]) * den // keep + 1
+                    if more <= room[i]:
                         replace(heap, (more - paid) << shift | i)
                         continue
                 replace(heap, (in_for_out(i, y + 1) - paid) << shift | i)
@@ -1354,6 +1478,7 @@ def _exact_in_by_out(
     if v * v > 1.0:
         return None
     in_for_out = m.in_for_out
+    caps: _Caps
     if m.direction is Direction.BUY:
         # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
         # units, their costs and the polish heap in one pass.
@@ -1366,12 +1491,13 @@ def _exact_in_by_out(
     else:
         if alloc is None:
             alloc = _allocation(m, members, v)
-        get, caps = {}, {}
+        get, caps_of = {}, {}
         for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
             whole = min(int(y), cap)
             if whole >= 1:
                 get[i] = whole
-                caps[i] = cap
+                caps_of[i] = cap
+        caps = caps_of
         if not get or not _worth_polishing(m, get, v, side_is_input=False):
             return None
         try:

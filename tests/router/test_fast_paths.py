@@ -604,8 +604,11 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
             m.buy_units(members, v)
         return
     got = m.buy_units(members, v)
-    # The heap's entries are `_unit_key(cost, pool)`: one integer ordering as the pair does.
-    assert (*got[:3], [divmod(key, 2**32) for key in got[3]]) == expected
+    # The caps come as the model's column (indexed by pool); the heap's entries are
+    # `_unit_key(cost, pool)`: one integer ordering as the pair does.
+    got_caps = {i: got[1][i] for i in got[0]}
+    assert (got[0], got_caps, got[2], [divmod(key, 2**32) for key in got[3]]) == expected
+    assert [got[1][i] for i in range(len(m))] == m.out_caps(range(len(m)))
     assert sorted(got[3]) == [route_module._unit_key(*entry) for entry in sorted(expected[3])]
     get, caps, pay, heap = expected
     if any(step < 1 for step, _ in heap):
