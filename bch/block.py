@@ -335,6 +335,7 @@ class LeanTx(NamedTuple):
 _unpack_input_head = struct.Struct("<32sIB").unpack_from  # txid, index, script length
 _unpack_output_head = struct.Struct("<QB").unpack_from  # value, script length
 _unpack_i32 = struct.Struct("<i").unpack_from
+_unpack_u32 = struct.Struct("<I").unpack_from
 _tuple_new = tuple.__new__
 
 
@@ -432,10 +433,26 @@ def _parse_lean(buf: bytes, pos: int) -> tuple[LeanTx, int] | None:
             lead = start + 34  # ef ‖ category ‖ bitfield
             if lead >= p or buf[lead - 1] != AMOUNT_ONLY:
                 return None  # too short for an amount, or an NFT: the full parse decides
-            read = fungible_amount_at(buf, lead, p)
-            if read is None:
-                return None
-            amount, after = read
+            # The amount's CompactSize read in place for one, three and five bytes (what
+            # `fungible_amount_at` accepts: minimal, within the output, not zero).
+            amount = buf[lead]
+            if 0 < amount < 0xFD:
+                after = lead + 1
+            elif amount == 0xFD and lead + 3 <= p:
+                after = lead + 3
+                amount = buf[lead + 1] | buf[lead + 2] << 8
+                if amount < 0xFD:
+                    return None
+            elif amount == 0xFE and lead + 5 <= p:
+                after = lead + 5
+                amount = _unpack_u32(buf, lead + 1)[0]
+                if amount < 0x10000:
+                    return None
+            else:
+                read = fungible_amount_at(buf, lead, p)
+                if read is None:
+                    return None
+                amount, after = read
             add_out(
                 new(LeanOutput, (value, buf[after:p], fungible(buf[start + 1 : lead - 1], amount)))
             )

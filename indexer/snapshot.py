@@ -200,6 +200,53 @@ class PoolSnapshot:
         set *is* the confirmed set, so only the block's pools change — no rebuild of its
         tokens' live sets, which costs O(pools of the token) per block (thousands for the
         busiest token)."""
+        if self._subscribers:
+            self._apply_block_alone_feed(removed, added)
+        else:  # (the initial sync's case: the same moves, with no change feed to build)
+            confirmed, confirmed_at = self._confirmed, self._confirmed_at
+            live, live_at = self._live, self._live_at
+            pop_confirmed = confirmed_at.pop
+            tokens: set[str] = set()
+            for op in removed:
+                p = pop_confirmed(op, None)
+                if p is not None:
+                    token = p.token_id
+                    del confirmed[token][op]
+                    del live[token][op]
+                    del live_at[op]
+                    tokens.add(token)
+            for p in added:
+                op, token = p.outpoint, p.token_id
+                old = confirmed_at.get(op)
+                if old is not None:  # (an outpoint is created once; kept exact all the same)
+                    if old == p:
+                        continue
+                    del confirmed[old.token_id][op]
+                    del live[old.token_id][op]
+                    tokens.add(old.token_id)
+                by_op = confirmed.get(token)
+                if by_op is None:
+                    by_op = confirmed[token] = {}
+                by_op[op] = p
+                confirmed_at[op] = p
+                by_op = live.get(token)
+                if by_op is None:
+                    by_op = live[token] = {}
+                by_op[op] = p
+                live_at[op] = p
+                tokens.add(token)
+            for token in tokens:
+                if not live.get(token):
+                    live.pop(token, None)
+            if tokens:
+                self.version += 1
+        if height is not None:
+            self.height = height
+
+    def _apply_block_alone_feed(
+        self, removed: Iterable[OutPoint], added: Iterable[LivePool]
+    ) -> None:
+        """`_apply_block_alone`'s moves, publishing the changes."""
         changes: dict[str, tuple[list[LivePool], list[LivePool]]] = {}
 
         def drop(op: OutPoint) -> None:
@@ -226,8 +273,6 @@ class PoolSnapshot:
         for token in changes:
             if not self._live.get(token):
                 self._live.pop(token, None)
-        if height is not None:
-            self.height = height
         self._publish([(t, tuple(a), tuple(r)) for t, (a, r) in changes.items()])
 
     def add_pending(self, ptx: PendingTx) -> bool:
@@ -334,6 +379,8 @@ class PoolSnapshot:
         if not changes:
             return
         self.version += 1
+        if not self._subscribers:
+            return
         out = [SnapshotChange(t, a, r, self.version) for t, a, r in sorted(changes)]
         for callback in list(self._subscribers):
             for change in out:

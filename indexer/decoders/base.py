@@ -64,6 +64,7 @@ class TxSource(Protocol):
 
     def transaction(self, i: int) -> Transaction: ...
     def view(self, i: int) -> TxView: ...
+    def holds(self, i: int, pattern: bytes) -> bool: ...
 
 
 class BlockTx:
@@ -111,6 +112,12 @@ class BlockTx:
                 assert self._source is not None  # (checked in __init__)
                 view = self._view = self._source.view(self.position)
         return view
+
+    def may_hold(self, pattern: bytes) -> bool:
+        """False only if the transaction's bytes surely lack `pattern` (searched in its source's
+        bytes, no decoding: a C-level search instead of a Python walk of its fields)."""
+        source = self._source
+        return source is None or source.holds(self.position, pattern)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BlockTx):

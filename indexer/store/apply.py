@@ -42,14 +42,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time as _time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from bch.block import Block, BlockHeader, TxView, parse_view
+from bch.block import HEADER_SIZE, Block, BlockHeader, TxView, parse_view, transactions_holding
 from bch.hashes import hash256
 from bch.tx import Transaction
 from indexer.decoders.base import (
@@ -136,6 +136,8 @@ class _Source:
         self._txs: dict[int, Transaction] = {}
         self._views: dict[int, TxView] = {}
         self._bytes: BlockBytes | None = None
+        # The 80 header bytes (the block's own, else encoded): its hash and its `blocks` row.
+        self.header_bytes = block.raw[:HEADER_SIZE] if block is not None else header.encode()
 
     @classmethod
     def from_block(cls, block: Block) -> _Source:
@@ -174,6 +176,14 @@ class _Source:
             self._views[i] = view
         return view
 
+    def holds(self, i: int, pattern: bytes) -> bool:
+        """Do transaction `i`'s bytes contain `pattern`?"""
+        block = self._block
+        if block is not None:
+            offsets = block.offsets
+            return block.raw.find(pattern, offsets[i], offsets[i + 1]) >= 0
+        return pattern in self._raws[i]
+
     def find(self, pattern: bytes) -> list[int]:
         """Indexes of the transactions whose bytes contain `pattern`."""
         if self._block is not None:
@@ -195,13 +205,23 @@ class _Source:
         """The prefilter: the decoder's candidates, in block order — those its `select` hook
         picks, or else those containing any of its `patterns` — each decoded on first use
         (`BlockTx.tx` fully, `BlockTx.view` lean)."""
-        hits: set[int] = set()
-        select = selector(decoder)
+        return self.candidates(selector(decoder), decoder.patterns)
+
+    def candidates(
+        self, select: Callable[[BlockBytes], Iterable[int]] | None, patterns: Sequence[bytes]
+    ) -> list[BlockTx]:
+        """`block_txs` given the decoder's `select` hook (or None) and `patterns`."""
         if select is not None:
-            hits.update(select(self.block_bytes()))
+            hits = set(select(self.block_bytes()))
         else:
-            for p in decoder.patterns:
-                hits.update(self.find(p))
+            block = self._block
+            if block is not None:  # (`find`, without its calls per pattern)
+                raw, offsets = block.raw, block.offsets
+                hits = {i for p in patterns for i in transactions_holding(raw, offsets, p)}
+            else:
+                hits = {i for p in patterns for i in self.find(p)}
+        if not hits:
+            return []
         txids = self.txids
         return [BlockTx(i, txids[i], source=self) for i in sorted(hits)]
 
@@ -233,6 +253,7 @@ class Store:
         self.bulk_batch_blocks = bulk_batch_blocks
         self.bulk_batch_seconds = bulk_batch_seconds
         self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
+        self._selectors = [(d, selector(d)) for d in self.decoders]
         self._bulk_hooks = [b for d in self.decoders if (b := bulk_hook(d)) is not None]
         self._lock = asyncio.Lock()
         self._mempool = MempoolTracker()
@@ -486,7 +507,7 @@ class Store:
 
     async def _apply(self, height: int, src: _Source, time: int | None, hold: bool) -> AppliedBlock:
         header = src.header
-        block_hash = header.hash
+        block_hash = hash256(src.header_bytes)
         async with self._lock:
             await self._ensure_loaded()
             tip = self._tip_now
@@ -510,10 +531,10 @@ class Store:
                 src.txids,
                 self.prevouts,
             )
-            work = [(d, src.block_txs(d)) for d in self.decoders]
+            work = [(d, src.candidates(select, d.patterns)) for d, select in self._selectors]
             block_row = (
                 *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
-                *(len(src), header.encode()),
+                *(len(src), src.header_bytes),
             )
             self._dirty = True
             try:
@@ -533,7 +554,9 @@ class Store:
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
                     order, context = await d.prepare(self.conn, ctx, txs)
-                    rows: list[Any] = [row for t in order for row in d.decode(t, context)]
+                    rows: list[Any] = (
+                        [row for t in order for row in d.decode(t, context)] if order else []
+                    )
                     await d.write(self.conn, ctx, rows)
                     results.append(rows)
                 if not hold or self._batch_full():
@@ -543,19 +566,20 @@ class Store:
             except BaseException:
                 await self._recover()
                 raise
-            evicted = self._block_conflicts(src)
-            for (d, _), block_rows in zip(work, results, strict=True):
+            tracked = len(self._mempool) > 0  # (none during an initial sync)
+            evicted = self._block_conflicts(src) if tracked else set()
+            candidates: dict[str, int] = {}
+            written: dict[str, int] = {}
+            for (d, txs), block_rows in zip(work, results, strict=True):
                 d.committed(ctx, block_rows, evicted)
-            self._mempool.discard(src.txids)
-            self._retain_mempool()
+                candidates[d.name] = len(txs)
+                written[d.name] = len(block_rows)
+            if tracked:
+                self._mempool.discard(src.txids)
+                self._retain_mempool()
             self._tip_now = ChainTip(height, block_hash, ctx.time)
             self._dirty = False
-            return AppliedBlock(
-                height,
-                block_hash,
-                {d.name: len(txs) for d, txs in work},
-                {d.name: len(r) for (d, _), r in zip(work, results, strict=True)},
-            )
+            return AppliedBlock(height, block_hash, candidates, written)
 
     def _batch_full(self) -> bool:
         if self._bulk_run:

@@ -121,3 +121,49 @@ def test_block_view_reads_each_transaction() -> None:
         assert _fields(block.view(i)) == _fields(tx)
     with pytest.raises(IndexError):
         block.view(3)
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [
+        b"\x01",
+        b"\xfc",
+        b"\x00",  # zero: not a fungible amount
+        b"\xfd\xfd\x00",  # the least 3-byte amount
+        b"\xfd\xfc\x00",  # 3 bytes for a 1-byte amount: not minimal
+        b"\xfd\xff\xff",
+        b"\xfd\x00\x00",
+        b"\xfe\x00\x00\x01\x00",  # the least 5-byte amount
+        b"\xfe\xff\xff\x00\x00",  # 5 bytes for a 3-byte amount: not minimal
+        b"\xfe\xff\xff\xff\xff",
+        b"\xff\x00\x00\x00\x00\x01\x00\x00\x00",  # the least 9-byte amount
+        b"\xff\xff\xff\xff\xff\x00\x00\x00\x00",  # not minimal
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",  # beyond 2^63 - 1
+        b"\xfd\xfd",  # (with nothing after it: cut by the output's end)
+        b"\xfe\x00\x00\x01",
+        b"\xfd",
+    ],
+)
+def test_fungible_amount_widths(amount: bytes) -> None:
+    """The lean pass reads 1-, 3- and 5-byte amounts in place: each width at its bounds, the
+    non-minimal and zero forms and amounts cut by the output's end read as the full parse
+    reads them (or fail as it does)."""
+    cat = bytes(range(32))
+    tx = Transaction.build(
+        [TxInput(OutPoint(bytes(32), 0), b"\x51")],
+        [TxOutput(1000, P2PKH, TokenData(cat, 7)), TxOutput(5, P2PKH)],
+    )
+    raw = tx.to_bytes()
+    prefix = b"\xef" + cat + b"\x10"
+    at = raw.index(prefix + b"\x07")
+    cut = len(amount) in (1, 2, 4) and amount[0] >= 0xFD
+    script = prefix + amount + (b"" if cut else P2PKH)
+    patched = (
+        raw[: at - 1] + bytes((len(script),)) + script + raw[at + len(prefix) + 1 + len(P2PKH) :]
+    )
+    _assert_same(patched)
+    if amount in (b"\x01", b"\xfd\xfd\x00", b"\xfe\x00\x00\x01\x00"):
+        view = parse_view(patched)[0]
+        assert isinstance(view, LeanTx)
+        token = view.outputs[0].token
+        assert token is not None and token.amount == int.from_bytes(amount[1:] or amount, "little")

@@ -69,3 +69,20 @@ def test_given_a_transaction_both_are_it() -> None:
     assert hash(btx) == hash(BlockTx(-1, tx.txid, tx))
     with pytest.raises(ValueError):
         BlockTx(0, tx.txid)
+
+
+@pytest.mark.parametrize("kind", ["block", "transactions"])
+def test_may_hold_searches_the_transactions_own_bytes(kind: str) -> None:
+    """Patterns inside the transaction, in its neighbours only, or across its boundary."""
+    src = _sources()[kind == "transactions"]
+    raws = [tx.to_bytes() for tx in _txs()]
+    joined = b"".join(raws)
+    patterns = [b"\x44" + bytes(8), P2PKH, b"\x6a", bytes([0x42]) * 32, b"\x01\x01", b"\xaa\x20"]
+    patterns.append(raws[0][-3:] + raws[1][:3])  # straddles transactions 0 and 1
+    assert patterns[-1] in joined
+    for i, raw in enumerate(raws):
+        btx = BlockTx(i, src.txids[i], source=src)
+        for pattern in patterns:
+            assert btx.may_hold(pattern) == (pattern in raw) == src.holds(i, pattern)
+    tx = _txs()[1]
+    assert BlockTx(-1, tx.txid, tx).may_hold(b"\xaa\x20")  # no source: it may

@@ -255,3 +255,44 @@ def test_feed_replays_to_the_live_set(steps: list[tuple[str, list[int], list[int
             assert sorted(p.outpoint.txid for p in snap.pools(t)) == sorted(
                 p.outpoint.txid for p in want.values() if p.token_id == t
             )
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    blocks=st.lists(
+        st.tuples(
+            st.lists(st.integers(0, 40), max_size=5),  # confirmed pools to spend (picks)
+            st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2)), max_size=4),  # created
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_blocks_without_subscribers_move_the_same_pools(
+    blocks: list[tuple[list[int], list[tuple[int, int]]]],
+) -> None:
+    """With nobody subscribed, a block's pools move without building the change feed: the same
+    live set, per token and per outpoint, the same version and height as with a subscriber."""
+    quiet, fed = PoolSnapshot(), PoolSnapshot()
+    fed.subscribe(lambda change: None)
+    for height, (spend, create) in enumerate(blocks, 1):
+        live = sorted(fed.all_pools(), key=lambda p: p.outpoint)
+        removed = [live[i % len(live)].outpoint for i in spend] if live else []
+        removed.append(op(10_000 + height))  # not a pool: ignored
+        # Some outpoints come again in a later block (kept exact: an equal pool is no change,
+        # another replaces it).
+        created = dict(create)
+        added = [pool(n, TOKENS[t], sats=10_000 + t, height=1) for n, t in created.items()]
+        for snap in (quiet, fed):
+            snap.apply_block(list(removed), list(added), confirmed_txids=(), height=height)
+        assert quiet.version == fed.version and quiet.height == fed.height == height
+        assert sorted(quiet.tokens()) == sorted(fed.tokens())
+        for token in TOKENS:
+            assert sorted(quiet.pools(token), key=lambda p: p.outpoint) == sorted(
+                fed.pools(token), key=lambda p: p.outpoint
+            )
+        assert {p.outpoint: p for p in quiet.all_pools()} == {
+            p.outpoint: p for p in fed.all_pools()
+        }
+        for p in quiet.all_pools():
+            assert quiet.pool(p.outpoint) == p and quiet.confirmed_pool(p.outpoint) == p

@@ -28,6 +28,7 @@ from bch.tx import OutPoint
 from indexer.decoders.base import BlockTx
 from indexer.decoders.cauldron.model import PoolUtxo, SpentKind
 from protocols.cauldron.detect import (
+    SUMMON_HEAD,
     CreationTuple,
     KnownOwners,
     SpendTuple,
@@ -35,7 +36,7 @@ from protocols.cauldron.detect import (
     pool_inputs,
     summon_markers,
 )
-from protocols.cauldron.formulas import change_kind, lp_fee
+from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, change_kind, lp_fee
 
 
 class OwnerOverlay(KnownOwners):
@@ -95,12 +96,17 @@ def decode_order(txs: Sequence[BlockTx], *, full: bool = False) -> list[BlockTx]
 
 def _parents(t: BlockTx, by_txid: Mapping[bytes, BlockTx], full: bool) -> Iterator[bytes]:
     inputs = t.tx.inputs if full else t.view.inputs
-    return iter(
-        sorted(
-            {i.outpoint.txid for i in inputs if i.outpoint.txid in by_txid} - {t.txid},
-            key=lambda txid: by_txid[txid].position,
-        )
-    )
+    own = t.txid
+    parents = [p for i in inputs if (p := i.outpoint.txid) in by_txid and p != own]
+    if len(parents) > 1:  # (most candidates have no parent among them, the rest one)
+        parents = sorted(set(parents), key=lambda txid: by_txid[txid].position)
+    return iter(parents)
+
+
+# Public key → hash160, for the traders' keys (a trader funds trade after trade with the same
+# key; a hash160 costs microseconds): emptied when full.
+_PKH_OF_KEY: dict[bytes, bytes] = {}
+_PKH_CACHE_SIZE = 1 << 16
 
 
 def p2pkh_spender(unlocking: bytes) -> bytes | None:
@@ -118,7 +124,13 @@ def p2pkh_spender(unlocking: bytes) -> bytes | None:
         if key_len == n - sig_len - 2:
             lead = unlocking[sig_len + 2]
             if (key_len == 33 and lead in (2, 3)) or (key_len == 65 and lead == 4):
-                return hash160(unlocking[sig_len + 2 :])
+                key = unlocking[sig_len + 2 :]
+                pkh = _PKH_OF_KEY.get(key)
+                if pkh is None:
+                    if len(_PKH_OF_KEY) >= _PKH_CACHE_SIZE:
+                        _PKH_OF_KEY.clear()
+                    pkh = _PKH_OF_KEY[key] = hash160(key)
+                return pkh
             return None
     try:
         items = pushes(unlocking)
@@ -143,9 +155,18 @@ Found = tuple[list[SpendTuple], list[CreationTuple], list[bytes]]
 EventRow = tuple[object, ...]
 
 
+# UTC day → its month: `strftime` costs microseconds, and every block asks (a day's worth of
+# blocks share one entry; one entry a day).
+_MONTH_OF_DAY: dict[int, str] = {}
+
+
 def month_of(unix_time: int) -> str:
     """UTC calendar month "YYYY-MM"."""
-    return _time.strftime("%Y-%m", _time.gmtime(unix_time))
+    day = unix_time // 86400
+    month = _MONTH_OF_DAY.get(day)
+    if month is None:
+        month = _MONTH_OF_DAY[day] = _time.strftime("%Y-%m", _time.gmtime(unix_time))
+    return month
 
 
 @dataclass(slots=True)
@@ -208,7 +229,9 @@ def detect_block(
     first = []
     for t in txs:
         view = t.view
-        first.append((t, view, pool_inputs(view), summon_markers(view)))
+        # (Most candidates are trades, without a SUMMON: their bytes say so at C speed.)
+        summons = summon_markers(view) if t.may_hold(SUMMON_HEAD) else []
+        first.append((t, view, pool_inputs(view), summons))
     seen: dict[bytes, None] = {}
     for _, _, inputs, summons in first:
         for _, pkh, _ in inputs:
@@ -256,9 +279,11 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
     so that each event is built once, whole: as one flat tuple display (kept so by `fmt: off`;
     joining starred parts costs three times as much).
     """
-    found = ctx.detected(btx)
+    found = ctx.found.get(btx.txid)  # (a block's candidates were all detected in `prepare`)
     if found is None:
-        return []
+        found = ctx.detected(btx)
+        if found is None:
+            return []
     spends, creations, owners = found
     tx, txid, position = btx.view, btx.txid, btx.position
     height, time, out = ctx.height, ctx.time, ctx.rows
@@ -356,10 +381,26 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
         assert token is not None  # detection only hands out FT-carrying outputs
         sats, amount, category = o.value, token.amount, token.category
         ds, dt = sats - bs, amount - bt
-        kind = change_kind(ds, dt)
-        fee = lp_fee(bs, sats)
+        # `lp_fee`, `change_kind` and `_tally` inline for the trades (most pool moves).
+        fee = (ds if ds >= 0 else -ds) * LP_FEE_NUM // LP_FEE_DEN
+        if ds > 0 and dt < 0:
+            kind: str = "buy"
+        elif ds < 0 and dt > 0:
+            kind = "sell"
+        else:
+            kind = change_kind(ds, dt)
         if kind == "buy" or kind == "sell":
-            sums = _tally(sums, category, ds, dt, fee)
+            if sums is None:
+                sums = {}
+            tally = sums.get(category)
+            if tally is None:
+                tally = sums[category] = [0, 0, 0, 0, 0, 0]
+            tally[0] += ds
+            tally[1] += dt
+            tally[2] += ds if ds >= 0 else -ds
+            tally[3] += dt if dt >= 0 else -dt
+            tally[4] += fee
+            tally[5] += 1
         # fmt: off
         add_event(
             (
@@ -451,5 +492,5 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
                 funder = p2pkh_spender(inp.unlocking)
                 if funder is not None:
                     traders.setdefault(funder)
-        out.traders.extend((month, funder, height) for funder in traders)
+        out.traders += [(month, funder, height) for funder in traders]
     return events

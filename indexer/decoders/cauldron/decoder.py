@@ -3,7 +3,8 @@ known owners and the live pool snapshot in step with the committed index and the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import aiosqlite
@@ -46,12 +47,56 @@ def _outpoint(display_txid: bytes, vout: int) -> OutPoint:
     return OutPoint(_rev(display_txid), vout)
 
 
+def _live_pool_maker() -> Callable[..., LivePool]:
+    """`LivePool` filled slot by slot: a frozen dataclass's `__init__` sets each field through
+    `object.__setattr__` by name (a third dearer; one per pool move of a block), if the class
+    still has exactly these slots; otherwise its constructor."""
+    names = tuple(f.name for f in dataclasses.fields(LivePool))
+    if names != (  # pragma: no cover - layout guard
+        "outpoint",
+        "lineage",
+        "owner_pkh",
+        "token_id",
+        "sats",
+        "tokens",
+        "height",
+    ):
+        return LivePool
+    slots: dict[str, Any] = dict(vars(LivePool))
+    s0, s1, s2, s3, s4, s5, s6 = (slots[n].__set__ for n in names)
+    new = object.__new__
+
+    def make(
+        outpoint: OutPoint,
+        lineage: OutPoint,
+        owner_pkh: bytes,
+        token_id: str,
+        sats: int,
+        tokens: int,
+        height: int | None,
+    ) -> LivePool:
+        pool: LivePool = new(LivePool)
+        s0(pool, outpoint)
+        s1(pool, lineage)
+        s2(pool, owner_pkh)
+        s3(pool, token_id)
+        s4(pool, sats)
+        s5(pool, tokens)
+        s6(pool, height)
+        return pool
+
+    return make
+
+
+_live_pool = _live_pool_maker()
+
+
 def to_live(pool: PoolUtxo, confirmed: bool = True) -> LivePool:
-    return LivePool(
+    return _live_pool(
         pool.outpoint,
         pool.lineage,
         pool.owner_pkh,
-        _rev(pool.category).hex(),
+        pool.category[::-1].hex(),
         pool.sats,
         pool.tokens,
         pool.height if confirmed else None,
@@ -200,28 +245,36 @@ class CauldronDecoder:
         if out is None or not (rows or out.owners):
             return  # no thread hop for a block without Cauldron activity
         h, t = block.height, block.time
-        created, spent = out.created, dict(out.spent)
+        created, spent = out.created, out.spent
         unflushed = self._unflushed
+        # Rows as flat tuple displays (kept so by `fmt: off`): joining starred parts builds a
+        # list and three tuples per row.
         for op, p in created.items():
-            s = spent.pop(op, None)
+            s = spent.get(op)
             _, (lin_txid, lin_vout), owner, category, sats, tokens, _, _, position, via = p
-            if s is None:
-                unflushed[op] = (
-                    *(op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1]),
-                    *(sats, tokens, h, t, position, via, None, None, None, None),
-                )
-            else:
-                unflushed[op] = (
-                    *(op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1]),
-                    *(sats, tokens, h, t, position, via, s[0][::-1], h, t, s[1]),
-                )
+            spent_txid, spent_height, spent_time, kind = (
+                (None, None, None, None) if s is None else (s[0][::-1], h, t, s[1])
+            )
+            # fmt: off
+            unflushed[op] = (
+                op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1],
+                sats, tokens, h, t, position, via, spent_txid, spent_height, spent_time, kind,
+            )
+            # fmt: on
         spends = []
         for op, s in spent.items():
+            if op in created:
+                continue  # (its row is whole above)
             row = unflushed.get(op)
             if row is None:  # inserted by an earlier COMMIT: update it
                 spends.append((s[0][::-1], h, t, s[1], op.txid[::-1], op.index))
             else:  # created earlier in this batch: not inserted yet, so insert it spent
-                unflushed[op] = (*row[:12], s[0][::-1], h, t, s[1])
+                # fmt: off
+                unflushed[op] = (
+                    row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                    row[9], row[10], row[11], s[0][::-1], h, t, s[1],
+                )
+                # fmt: on
         tvl_rows = []
         totals = self._tvl
         for c, d in out.tvl.items():
@@ -293,10 +346,18 @@ class CauldronDecoder:
             return
         self._catch_up()
         added = []
+        live_pool = _live_pool  # (`to_live`, inline: once per pool a block leaves live)
         for op, p in created.items():
             if op not in spent:
                 confirmed[op] = p
-                added.append(to_live(p))
+                # fmt: off
+                added.append(
+                    live_pool(
+                        op, p.lineage, p.owner_pkh, p.category[::-1].hex(), p.sats, p.tokens,
+                        p.height,
+                    )
+                )
+                # fmt: on
         self.snapshot.apply_block(
             removed=removed,
             added=added,

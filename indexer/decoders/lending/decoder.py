@@ -190,6 +190,8 @@ class LendingDecoder(ConfirmedOnly):
     async def prepare(
         self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], LendingContext]:
+        if not txs:  # most blocks: nothing to decode, so no copy of the owners
+            return txs, LendingContext(block.time, {}, set(), {})
         outpoints = list({i.outpoint for t in txs for i in t.tx.inputs})
         loans: dict[OutPoint, Loan] = {}
         allowances: set[OutPoint] = set()

@@ -119,6 +119,19 @@ _PREFIX_LIKE = re.compile(
 )
 
 
+def _holds_output0(raw: bytes, txid: bytes) -> bool:
+    """Does `raw` hold `txid ‖ 00000000` (an outpoint spending output 0 of `txid`)? Searched as
+    the txid, then the index checked at each hit: a head's txid is rarely in the block at all,
+    and 32 random bytes let the search skip ahead, where `txid ‖ 00000000` ends in the block's
+    commonest byte (−25 % per head). (Not for categories: their token prefixes are hits.)"""
+    at = raw.find(txid)
+    while at >= 0:
+        if raw.startswith(_ZERO4, at + 32):
+            return True
+        at = raw.find(txid, at + 1)
+    return False
+
+
 class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
@@ -149,7 +162,7 @@ class RegistryDecoder(ConfirmedOnly):
         heads = self._head_txids
         if len(heads) > _HEAD_SEARCH_LIMIT:
             return self._walk(block, range(len(txids)))
-        spent = [h for h in heads if h + _ZERO4 in raw]
+        spent = [h for h in heads if _holds_output0(raw, h)]
         spent += [c for c in set(_PREFIX_LIKE.findall(raw)) if c + _ZERO4 in raw]
         if not spent:
             return []
