@@ -80,9 +80,13 @@ DEFAULT_BATCH_SECONDS = 0.2
 # While the indexes are deferred (the bulk of an initial sync, far below the tip) batches are
 # longer: a pool created and spent within one batch is then written once, already spent, instead
 # of inserted and updated (`Flushing`), and COMMITs and checkpoints are rarer. A kill loses at
-# most these few seconds of work, which the restarted follower fetches again.
+# most this second of work, which the restarted follower fetches again. (Batches of 5 s made
+# the writer's work come in bursts since the big tables are keyed in chain order, cauldron
+# migration #5: a COMMIT then costs what its new pages cost, and the event loop waited for the
+# writer at every batch boundary and at the tip. With 1 s, the benchmark's sync took 5.5–5.9 s
+# instead of 6.5–6.7 s, and the writer's CPU fell too.)
 BULK_BATCH_BLOCKS = 20_000
-BULK_BATCH_SECONDS = 5.0
+BULK_BATCH_SECONDS = 1.0
 # Held blocks' writes go to the writer every this many blocks (one pipe write, which wakes the
 # writer, per block cost the loop a context switch each on a busy machine); a COMMIT, or any
 # request the store awaits, sends them at once.
@@ -549,6 +553,9 @@ class Store:
                     self._bulk_run = True
                 self._held += 1
                 if self._restore_soon:
+                    # The rows kept back in the batch go in before the indexes are built, not
+                    # through them (a long batch keeps back most of the sync's pool rows).
+                    self._flush_kept()
                     submit(self.conn, bulk.restore_steps(self._deferred_defs))
                     self._set_deferred([])
                 results: list[Sequence[Any]] = []
@@ -600,8 +607,7 @@ class Store:
         try:
             await self._check_commit()
             if self._held:
-                for flush in self._flushers:  # rows decoders kept back within the batch
-                    flush(self.conn)
+                self._flush_kept()
                 self._held = 0
                 self._pending_commit = commit_writes(self.conn)
                 if wait:
@@ -609,6 +615,11 @@ class Store:
         except BaseException:
             await self._recover()
             raise
+
+    def _flush_kept(self) -> None:
+        """Queue the rows decoders kept back within the batch (`Flushing`)."""
+        for flush in self._flushers:
+            flush(self.conn)
 
     async def _check_commit(self) -> None:
         pending, self._pending_commit = self._pending_commit, None

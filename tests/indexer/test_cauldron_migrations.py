@@ -1,6 +1,8 @@
-"""Cauldron migration #4 (the `kind`/`via` checks as OR chains): an index written under #3 comes
-through with every row, the same schema as a fresh index, and checks that still reject what the
-old ones rejected. Expected rows come from a fresh index of the same scenario chain."""
+"""Cauldron migrations #4 (the `kind`/`via` checks as OR chains) and #5 (pool UTXOs and events
+keyed in chain order): an index written under #3 or #4 comes through with every row and the same
+schema as a fresh index; the checks still reject what the old ones rejected, and the new keys
+refuse a second row for the same place in the chain. Expected rows come from a fresh index of
+the same scenario chain."""
 
 from __future__ import annotations
 
@@ -38,8 +40,16 @@ async def open_cauldron(path: Path) -> Store:
     )
 
 
-async def test_an_index_from_migration_3_keeps_every_row_and_gets_the_fresh_schema(
-    tmp_path: Path,
+# What an index written under each earlier migration looks like (checked before it opens).
+OLD_SHAPES = {
+    3: ("cauldron_pools", "via IN"),
+    4: ("cauldron_events", "PRIMARY KEY (txid, seq)"),
+}
+
+
+@pytest.mark.parametrize("version", sorted(OLD_SHAPES))
+async def test_an_older_index_keeps_every_row_and_gets_the_fresh_schema(
+    tmp_path: Path, version: int
 ) -> None:
     sc = build_chain(seed=7, n_blocks=14, actions=10)
     fresh = await open_cauldron(tmp_path / "fresh.sqlite")
@@ -56,7 +66,7 @@ async def test_an_index_from_migration_3_keeps_every_row_and_gets_the_fresh_sche
     old = tmp_path / "old.sqlite"
     conn = await open_writer(old)
     try:
-        await migrate(conn, [*CORE_MIGRATIONS, *MIGRATIONS[:3]])
+        await migrate(conn, [*CORE_MIGRATIONS, *MIGRATIONS[:version]])
         await conn.execute("BEGIN IMMEDIATE")
         for table in tables:
             rows = want[table]
@@ -64,8 +74,9 @@ async def test_an_index_from_migration_3_keeps_every_row_and_gets_the_fresh_sche
                 marks = ",".join("?" * len(rows[0]))
                 await conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
         await conn.execute("COMMIT")
-        assert "via IN" in " ".join(str(r[0]) for r in await conn.execute_fetchall(
-            "SELECT sql FROM sqlite_master WHERE name = 'cauldron_pools'"
+        table, shape = OLD_SHAPES[version]
+        assert shape in " ".join(str(r[0]) for r in await conn.execute_fetchall(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
         ))  # fmt: skip
     finally:
         await conn.close()
@@ -79,7 +90,7 @@ async def test_an_index_from_migration_3_keeps_every_row_and_gets_the_fresh_sche
         versions = await store.conn.execute_fetchall(
             "SELECT max(version) FROM schema_migrations WHERE component = 'cauldron'"
         )
-        assert next(iter(versions))[0] == len(MIGRATIONS) >= 4
+        assert next(iter(versions))[0] == len(MIGRATIONS) >= 5
     finally:
         await store.close()
 
@@ -91,21 +102,27 @@ async def test_the_checks_accept_exactly_the_listed_values(tmp_path: Path) -> No
     try:
         db.execute("BEGIN")
         db.execute("INSERT INTO blocks VALUES (1, ?, ?, 0, 0, 1, ?)", (b"h", b"p", bytes(80)))
-        pool = "INSERT INTO cauldron_pools VALUES (?,0,?,0,?,?,1,1,1,0,0,?,NULL,NULL,NULL,NULL)"
+        # (txid, position): every row at a place of its own in block 1
+        pool = "INSERT INTO cauldron_pools VALUES (?,0,?,0,?,?,1,1,1,0,?,?,NULL,NULL,NULL,NULL)"
         event = (
             "INSERT INTO cauldron_events VALUES "
-            "(?,0,1,0,0,?,?,0,?,?,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,1)"
+            "(?,0,1,0,?,?,?,0,?,?,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,NULL,1)"
         )
         for i, via in enumerate(VIA):
-            db.execute(pool, (bytes([i]), b"l", b"o", b"c", via))
+            db.execute(pool, (bytes([i]), b"l", b"o", b"c", i, via))
         for i, kind in enumerate(KINDS):
-            db.execute(event, (bytes([i]), kind, b"l", b"o", b"c"))
-        for bad in ("", "Summon", "summon ", "trade", "buy"):
+            db.execute(event, (bytes([i]), i, kind, b"l", b"o", b"c"))
+        for j, bad in enumerate(("", "Summon", "summon ", "trade", "buy")):
             with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
-                db.execute(pool, (b"x" + bad.encode(), b"l", b"o", b"c", bad))
-        for bad in ("", "Buy", "trade", "summon", "created"):
+                db.execute(pool, (b"x" + bad.encode(), b"l", b"o", b"c", 100 + j, bad))
+        for j, bad in enumerate(("", "Buy", "trade", "summon", "created")):
             with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
-                db.execute(event, (b"x" + bad.encode(), bad, b"l", b"o", b"c"))
+                db.execute(event, (b"x" + bad.encode(), 100 + j, bad, b"l", b"o", b"c"))
+        # The keys: one row per place in the chain, whatever its txid says.
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            db.execute(pool, (b"another txid", b"l", b"o", b"c", 0, "summon"))
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            db.execute(event, (b"another txid", 0, "buy", b"l", b"o", b"c"))
         db.execute("ROLLBACK")
     finally:
         db.close()

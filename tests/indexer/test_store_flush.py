@@ -79,6 +79,51 @@ async def test_a_pool_spent_within_its_batch_is_inserted_once_already_spent(
     assert await _index(sc, tmp_path / "bulk.sqlite", 1, bulk=True) == inserts
 
 
+async def test_kept_back_rows_go_in_before_the_deferred_indexes_are_built(
+    tmp_path: Path,
+) -> None:
+    """A rebuild of the indexes queued within a bulk batch flushes the rows kept back so far
+    first: they go into the table without indexes, and the indexes are then built over them
+    (not maintained row by row through a batch's worth of pools)."""
+    sc = build_chain(seed=41, n_blocks=16, actions=8)
+    store = await Store.open(
+        tmp_path / "index.sqlite",
+        snapshot=PoolSnapshot(),
+        bulk_batch_blocks=1000,
+        bulk_batch_seconds=3600.0,
+    )
+    try:
+        await store.defer_indexes()
+        # Each pool insert records whether an index of the table existed at that moment.
+        await store.conn.executescript(
+            "CREATE TEMP TABLE inserted (height INTEGER NOT NULL, indexed INTEGER NOT NULL);"
+            "CREATE TEMP TRIGGER pool_inserted AFTER INSERT ON main.cauldron_pools BEGIN "
+            "INSERT INTO inserted SELECT new.height, count(*) FROM main.sqlite_master "
+            "WHERE type = 'index' AND name = 'cauldron_pools_live_category'; END;"
+        )
+        middle = len(sc.blocks) // 2
+        for i, b in enumerate(sc.blocks):
+            if i == middle:
+                assert store.restore_indexes_soon()  # built with this block's writes
+            await store.apply_block(b.height, b.raw, hold=True)
+        await store.commit()
+        assert store.held_blocks == 0 and not store.indexes_deferred
+        got = await dump(store.conn)
+        for table, rows in sc.ledger.expected().items():
+            assert got[table] == rows, table
+        rows = [
+            (int(r[0]), int(r[1]))
+            for r in await store.conn.execute_fetchall("SELECT height, indexed FROM inserted")
+        ]
+        split = sc.blocks[middle].height
+        before = [indexed for height, indexed in rows if height < split]
+        after = [indexed for height, indexed in rows if height >= split]
+        assert before and after  # pools created on both sides of the rebuild
+        assert set(before) == {0} and set(after) == {1}
+    finally:
+        await store.close()
+
+
 class FlushFails(FailAt):
     """A decoder whose kept-back write fails at its `n`-th flush (the database refuses it, as
     it would on a full disk)."""

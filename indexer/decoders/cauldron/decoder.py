@@ -262,12 +262,16 @@ class CauldronDecoder:
             )
             # fmt: on
         spends = []
+        confirmed = self._confirmed  # (`committed` takes this block's spends out of it)
         for op, s in spent.items():
             if op in created:
                 continue  # (its row is whole above)
             row = unflushed.get(op)
-            if row is None:  # inserted by an earlier COMMIT: update it
-                spends.append((s[0][::-1], h, t, s[1], op.txid[::-1], op.index))
+            if row is None:  # inserted by an earlier COMMIT: update it, found by its key
+                p = confirmed[op]
+                spends.append(
+                    (s[0][::-1], h, t, s[1], p.height, p.position, op.index, op.txid[::-1])
+                )
             else:  # created earlier in this batch: not inserted yet, so insert it spent
                 # fmt: off
                 unflushed[op] = (
@@ -409,7 +413,8 @@ class CauldronDecoder:
 _INSERT_POOL = "INSERT INTO cauldron_pools VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _SPEND_POOL = (
     "UPDATE cauldron_pools SET spent_txid = ?, spent_height = ?, spent_time = ?, "
-    "spent_kind = ? WHERE txid = ? AND vout = ? AND spent_height IS NULL"
+    "spent_kind = ? WHERE height = ? AND position = ? AND vout = ? AND txid = ? "
+    "AND spent_height IS NULL"
 )
 _INSERT_EVENT = "INSERT INTO cauldron_events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _INSERT_TRADE = "INSERT INTO cauldron_trades VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"

@@ -265,4 +265,91 @@ MIGRATIONS: tuple[Migration, ...] = (
             ON cauldron_events(category) WHERE kind = 'withdraw';
         """,
     ),
+    Migration(
+        COMPONENT,
+        5,
+        "pool UTXOs and events keyed in chain order",
+        """
+        -- Keyed by (height, position, vout / seq) instead of (txid, vout / seq). A txid is
+        -- random, so every block's rows went to random places of both tables: each batch of
+        -- the sync dirtied (and its COMMIT wrote to the WAL again) nearly every page of the
+        -- two largest tables, and on a long chain each row costs a page write. In chain order
+        -- a block's rows go to the end of the table. The key is as unique: a transaction has
+        -- one place in the chain. The outpoint and txid lookups (the mempool's checks) get
+        -- indexes of their own, which the sync defers like every secondary index; the height
+        -- indexes go, the keys begin with the height (undo and the APY's block ranges read
+        -- the tables in key order).
+        CREATE TABLE cauldron_pools_v5 (
+            txid          BLOB NOT NULL,
+            vout          INTEGER NOT NULL,
+            lineage_txid  BLOB NOT NULL,
+            lineage_vout  INTEGER NOT NULL,
+            owner_pkh     BLOB NOT NULL,
+            category      BLOB NOT NULL,
+            sats          INTEGER NOT NULL,
+            tokens        INTEGER NOT NULL,
+            height        INTEGER NOT NULL REFERENCES blocks(height),
+            time          INTEGER NOT NULL,
+            position      INTEGER NOT NULL,
+            via           TEXT NOT NULL CHECK (via = 'summon' OR via = 'known_owner'
+                              OR via = 'withdraw_recreate' OR via = 'continuation'
+                              OR via = 'discovered'),
+            spent_txid    BLOB,
+            spent_height  INTEGER REFERENCES blocks(height),
+            spent_time    INTEGER,
+            spent_kind    TEXT CHECK (spent_kind IN ('trade', 'withdraw')),
+            PRIMARY KEY (height, position, vout),
+            CHECK ((spent_height IS NULL) = (spent_txid IS NULL)
+                   AND (spent_height IS NULL) = (spent_time IS NULL)
+                   AND (spent_height IS NULL) = (spent_kind IS NULL))
+        ) WITHOUT ROWID;
+        INSERT INTO cauldron_pools_v5 SELECT * FROM cauldron_pools;
+        DROP TABLE cauldron_pools;
+        ALTER TABLE cauldron_pools_v5 RENAME TO cauldron_pools;
+        CREATE INDEX cauldron_pools_outpoint ON cauldron_pools(txid, vout);
+        CREATE INDEX cauldron_pools_live_category
+            ON cauldron_pools(category, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_live_owner
+            ON cauldron_pools(owner_pkh, height, position, vout) WHERE spent_height IS NULL;
+        CREATE INDEX cauldron_pools_lineage
+            ON cauldron_pools(lineage_txid, lineage_vout, height, position, vout);
+        CREATE INDEX cauldron_pools_spent_height
+            ON cauldron_pools(spent_height) WHERE spent_height IS NOT NULL;
+
+        CREATE TABLE cauldron_events_v5 (
+            txid           BLOB NOT NULL,
+            seq            INTEGER NOT NULL,
+            height         INTEGER NOT NULL REFERENCES blocks(height),
+            time           INTEGER NOT NULL,
+            position       INTEGER NOT NULL,
+            kind           TEXT NOT NULL CHECK (kind = 'create' OR kind = 'buy'
+                               OR kind = 'sell' OR kind = 'deposit' OR kind = 'unchanged'
+                               OR kind = 'drain' OR kind = 'withdraw' OR kind = 'discover'
+                               OR kind = 'invalidated'),
+            lineage_txid   BLOB NOT NULL,
+            lineage_vout   INTEGER NOT NULL,
+            owner_pkh      BLOB NOT NULL,
+            category       BLOB NOT NULL,
+            input_index    INTEGER,
+            output_index   INTEGER,
+            sats_before    INTEGER,
+            tokens_before  INTEGER,
+            sats_after     INTEGER,
+            tokens_after   INTEGER,
+            d_sats         INTEGER,
+            d_tokens       INTEGER,
+            lp_fee         INTEGER,
+            pools_touched  INTEGER NOT NULL,
+            PRIMARY KEY (height, position, seq)
+        ) WITHOUT ROWID;
+        INSERT INTO cauldron_events_v5 SELECT * FROM cauldron_events;
+        DROP TABLE cauldron_events;
+        ALTER TABLE cauldron_events_v5 RENAME TO cauldron_events;
+        CREATE INDEX cauldron_events_txid ON cauldron_events(txid);
+        CREATE INDEX cauldron_events_category_time ON cauldron_events(category, time);
+        CREATE INDEX cauldron_events_owner_time ON cauldron_events(owner_pkh, time);
+        CREATE INDEX cauldron_events_withdrawn
+            ON cauldron_events(category) WHERE kind = 'withdraw';
+        """,
+    ),
 )
