@@ -60,12 +60,21 @@ from indexer.decoders.base import (
     PrevoutFetcher,
     bulk_hook,
     flusher,
+    is_sparse,
     matches,
     selector,
 )
 from indexer.snapshot import PoolSnapshot
 from indexer.store import bulk
-from indexer.store.db import collect, commit_writes, open_writer, pace, submit
+from indexer.store.db import (
+    BULK_WAL_AUTOCHECKPOINT,
+    WAL_AUTOCHECKPOINT,
+    collect,
+    commit_writes,
+    open_writer,
+    pace,
+    submit,
+)
 from indexer.store.mempool import MempoolTracker
 from indexer.store.schema import CORE_MIGRATIONS, Migration, applied_versions, migrate
 
@@ -92,6 +101,8 @@ BULK_BATCH_SECONDS = 1.0
 # request the store awaits, sends them at once.
 PACE_BLOCKS = 8
 
+_BULK_WAL = f"PRAGMA wal_autocheckpoint = {BULK_WAL_AUTOCHECKPOINT}"
+_USUAL_WAL = f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}"
 _INSERT_BLOCK = (
     "INSERT INTO blocks (height, hash, prev_hash, time, max_time, tx_count, header)"
     " VALUES (?1, ?2, ?3, ?4, max(?4, coalesce((SELECT max_time FROM blocks "
@@ -258,6 +269,7 @@ class Store:
         self.bulk_batch_seconds = bulk_batch_seconds
         self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
         self._selectors = [(d, selector(d)) for d in self.decoders]
+        self._sparse = frozenset(d.name for d in self.decoders if is_sparse(d))
         self._bulk_hooks = [b for d in self.decoders if (b := bulk_hook(d)) is not None]
         self._lock = asyncio.Lock()
         self._mempool = MempoolTracker()
@@ -271,6 +283,7 @@ class Store:
         # Bulk-length batches, from a batch begun with the indexes deferred until the run of
         # held blocks ends (`commit`): the blocks after an early rebuild batch as before it.
         self._bulk_run = False
+        self._bulk_wal = False  # checkpoints spaced for a bulk run (`_BULK_WAL`)
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
         # Where decoders may fetch outputs the index never saw (the follower sets its server).
@@ -338,6 +351,14 @@ class Store:
             if (self._held or self._pending_commit is not None) and not self._dirty:
                 await self._commit_held()
                 await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            await self._end_bulk_wal()
+
+    async def _end_bulk_wal(self) -> None:
+        """Back to the usual checkpoints once a bulk run ends (`indexer.store.db`): the next
+        COMMIT past them copies the run's WAL into the database."""
+        if self._bulk_wal:
+            self._bulk_wal = False
+            await self.conn.execute(_USUAL_WAL)
 
     async def defer_indexes(self) -> int:
         """Drop the secondary indexes for a long initial sync (`indexer.store.bulk`); how many.
@@ -536,6 +557,7 @@ class Store:
                 self.prevouts,
             )
             work = [(d, src.candidates(select, d.patterns)) for d, select in self._selectors]
+            sparse = self._sparse
             block_row = (
                 *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
                 *(len(src), src.header_bytes),
@@ -551,6 +573,9 @@ class Store:
                 submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
                 if begin and self.indexes_deferred:
                     self._bulk_run = True
+                    if not self._bulk_wal:  # (a connection setting: kept if the batch fails)
+                        submit(self.conn, [("exec", _BULK_WAL, ())])
+                        self._bulk_wal = True
                 self._held += 1
                 if self._restore_soon:
                     # The rows kept back in the batch go in before the indexes are built, not
@@ -560,6 +585,9 @@ class Store:
                     self._set_deferred([])
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
+                    if not txs and d.name in sparse:
+                        results.append(())  # nothing to read, write or keep (`Sparse`)
+                        continue
                     order, context = await d.prepare(self.conn, ctx, txs)
                     rows: list[Any] = (
                         [row for t in order for row in d.decode(t, context)] if order else []
@@ -578,7 +606,8 @@ class Store:
             candidates: dict[str, int] = {}
             written: dict[str, int] = {}
             for (d, txs), block_rows in zip(work, results, strict=True):
-                d.committed(ctx, block_rows, evicted)
+                if txs or d.name not in sparse:
+                    d.committed(ctx, block_rows, evicted)
                 candidates[d.name] = len(txs)
                 written[d.name] = len(block_rows)
             if tracked:
@@ -671,6 +700,7 @@ class Store:
         await self.conn.execute("SELECT 1")  # queued behind whatever was in flight
         if self.conn.in_transaction:
             await self.conn.execute("ROLLBACK")
+        await self._end_bulk_wal()
         await self._reload()
 
     async def _reload(self) -> None:

@@ -11,7 +11,11 @@ cheaper than an fsync per block during initial sync. (`FULL` is a one-word chang
 
 Checkpoints: `wal_autocheckpoint` is raised from SQLite's 1,000 pages to 10,000 (40 MB with 4 KiB
 pages), so the initial sync copies the WAL back into the database every few hundred blocks
-rather than every few; `journal_size_limit` truncates the WAL file after a checkpoint.
+rather than every few; `journal_size_limit` truncates the WAL file after a checkpoint. While a
+long initial sync runs with its indexes deferred, the store raises it to 100,000 pages (400 MB)
+until the walk ends (`BULK_WAL_AUTOCHECKPOINT`): the rebuilt indexes then reach the database
+file at the first checkpoint after the sync, not in the COMMIT that the walk waits for at the
+tip, and pages rewritten by several batches are copied once.
 
 Foreign keys are on: every height column references `blocks(height)`, so a decoder that forgets
 to undo its rows makes a reorg fail loudly instead of leaving orphans behind.
@@ -28,6 +32,8 @@ import aiosqlite
 from indexer.store.writer import ProcessConnection, Step
 
 BUSY_TIMEOUT_MS = 5_000
+WAL_AUTOCHECKPOINT = 10_000  # pages
+BULK_WAL_AUTOCHECKPOINT = 100_000  # pages, while a bulk run of the initial sync lasts
 
 WRITER_PRAGMAS: tuple[str, ...] = (
     "PRAGMA journal_mode = WAL",
@@ -36,7 +42,7 @@ WRITER_PRAGMAS: tuple[str, ...] = (
     f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
     "PRAGMA temp_store = MEMORY",
     "PRAGMA cache_size = -65536",  # 64 MiB
-    "PRAGMA wal_autocheckpoint = 10000",
+    f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}",
     f"PRAGMA journal_size_limit = {64 * 1024 * 1024}",
 )
 

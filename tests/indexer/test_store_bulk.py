@@ -15,7 +15,7 @@ from indexer.decoders.cauldron.schema import MIGRATIONS
 from indexer.follow.logs import record_fields
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Store, bulk, migrate
-from indexer.store.db import open_writer
+from indexer.store.db import BULK_WAL_AUTOCHECKPOINT, WAL_AUTOCHECKPOINT, open_writer
 from tests.indexer.test_follower_ledger import check_against_ledger
 from tests.indexer.test_follower_support import SMALL, following, generate, urls
 from tests.indexer.test_store_batch import FailAt
@@ -193,5 +193,48 @@ async def test_bulk_batches_last_until_the_run_of_held_blocks_ends(tmp_path: Pat
         got = await dump(store.conn)
         for table, rows in sc.ledger.expected().items():
             assert got[table] == rows, table
+    finally:
+        await store.close()
+
+
+async def _autocheckpoint(store: Store) -> int:
+    rows = await store.conn.execute_fetchall("PRAGMA wal_autocheckpoint")
+    return int(next(iter(rows))[0])
+
+
+async def test_a_bulk_run_spaces_checkpoints_until_it_ends(tmp_path: Path) -> None:
+    """While a run of held blocks begun with the indexes deferred lasts, the writer checkpoints
+    the WAL every `BULK_WAL_AUTOCHECKPOINT` pages (the rebuilt indexes are not copied into the
+    file in the COMMIT the walk waits for at the tip); `commit` ends the run and brings the
+    usual spacing back, and so does a failed batch."""
+    sc = build_chain(seed=46, n_blocks=10, actions=6)
+    snap = PoolSnapshot()
+    store = await Store.open(
+        tmp_path / "i.sqlite",
+        snapshot=snap,
+        decoders=[*create_decoders(["cauldron"], snapshot=snap), FailAt(sc.blocks[8].height)],
+        bulk_batch_blocks=3,
+        bulk_batch_seconds=3600.0,
+    )
+    try:
+        assert await _autocheckpoint(store) == WAL_AUTOCHECKPOINT
+        await store.defer_indexes()
+        for b in sc.blocks[:4]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        assert await _autocheckpoint(store) == BULK_WAL_AUTOCHECKPOINT
+        assert store.restore_indexes_soon()
+        await store.apply_block(sc.blocks[4].height, sc.blocks[4].raw, hold=True)
+        assert not store.indexes_deferred
+        assert await _autocheckpoint(store) == BULK_WAL_AUTOCHECKPOINT  # until the run ends
+        await store.commit()
+        assert await _autocheckpoint(store) == WAL_AUTOCHECKPOINT
+
+        await store.defer_indexes()  # a second bulk run, ended by a failed block
+        for b in sc.blocks[5:8]:
+            await store.apply_block(b.height, b.raw, hold=True)
+        assert await _autocheckpoint(store) == BULK_WAL_AUTOCHECKPOINT
+        with pytest.raises(OSError, match="disk full"):
+            await store.apply_block(sc.blocks[8].height, sc.blocks[8].raw, hold=True)
+        assert await _autocheckpoint(store) == WAL_AUTOCHECKPOINT
     finally:
         await store.close()

@@ -16,6 +16,7 @@ from indexer.decoders.cauldron import format_pool_id, parse_pool_id
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Migration, Store, migrate, open_reader, open_writer
 from indexer.store.schema import check_migrations
+from protocols.cauldron.detect import SUMMON_HEAD
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump
 
 
@@ -183,6 +184,55 @@ async def test_a_plugged_in_decoder_gets_blocks_and_undo() -> None:
             assert mine == await dump(plain.conn)
         finally:
             await plain.close()
+    finally:
+        await store.close()
+
+
+class SparseSummonCounter(OpReturnCounter):
+    """The counter of OP_RETURN outputs, over the transactions holding a SUMMON marker only,
+    declared `Sparse`: blocks without such a transaction skip it."""
+
+    patterns: Sequence[bytes] = (SUMMON_HEAD,)
+    sparse = True
+
+
+async def test_a_sparse_decoder_is_skipped_on_blocks_without_candidates() -> None:
+    sc = build_chain(seed=42, n_blocks=10, actions=2)
+    sparse = SparseSummonCounter()
+    snap = PoolSnapshot()
+    store = await Store.open(
+        ":memory:", snapshot=snap, decoders=[*create_decoders(snapshot=snap), sparse]
+    )
+    try:
+        calls: list[tuple[str, int]] = []
+        prepare, write = sparse.prepare, sparse.write
+
+        async def counted_prepare(
+            conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        ) -> tuple[Sequence[BlockTx], None]:
+            calls.append(("prepare", block.height))
+            return await prepare(conn, block, txs)
+
+        async def counted_write(
+            conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[int]
+        ) -> None:
+            calls.append(("write", block.height))
+            await write(conn, block, rows)
+
+        sparse.prepare = counted_prepare  # type: ignore[method-assign]
+        sparse.write = counted_write  # type: ignore[method-assign]
+        results = [await store.apply_block(b.height, b.raw) for b in sc.blocks]
+        holding = [
+            b.height for b in sc.blocks if any(SUMMON_HEAD in r.tx.to_bytes() for r in b.records)
+        ]
+        assert 0 < len(holding) < len(sc.blocks)  # blocks with and without candidates
+        assert [r.candidates["opreturns"] > 0 for r in results] == [
+            b.height in holding for b in sc.blocks
+        ]
+        assert sparse.committed_heights == holding
+        assert calls == [(step, h) for h in holding for step in ("prepare", "write")]
+        rows = await store.conn.execute_fetchall("SELECT height FROM opreturns ORDER BY height")
+        assert [r[0] for r in rows] == holding
     finally:
         await store.close()
 

@@ -168,6 +168,7 @@ class LendingDecoder(ConfirmedOnly):
     mainnet v1 constants)."""
 
     name = COMPONENT
+    sparse = True  # a block without candidates changes nothing here (`Sparse`)
     migrations: Sequence[Migration] = MIGRATIONS
 
     def __init__(self, configs: Sequence[LendingConfig] | None = None) -> None:

@@ -98,6 +98,7 @@ class OracleDecoder(ConfirmedOnly):
     mainnet Delphi feed); its keys are the trusted signers of GP messages."""
 
     name = COMPONENT
+    sparse = True  # a block without candidates changes nothing here (`Sparse`)
     migrations: Sequence[Migration] = MIGRATIONS
 
     def __init__(self, feeds: FeedTable | None = None) -> None:

@@ -136,6 +136,7 @@ class RegistryDecoder(ConfirmedOnly):
     """See `indexer.decoders.base.Decoder`."""
 
     name = COMPONENT
+    sparse = True  # a block without candidates changes nothing here (`Sparse`)
     migrations: Sequence[Migration] = MIGRATIONS
     patterns: Sequence[bytes] = (b"",)  # the mempool's (never used: confirmed only)
 
@@ -145,6 +146,12 @@ class RegistryDecoder(ConfirmedOnly):
         # The txids of the keys of `heads` that are an output 0 (all are: a link's output 0
         # carries the chain on), for `select`'s set test.
         self._head_txids: set[bytes] = set()
+        # Categories (wire) whose genesis the index holds: their authbase's output 0 is spent,
+        # so no later block can hold their genesis, and `select` does not search for it (a
+        # busy token's category is in every block that trades it). Only geneses decoded from
+        # the chain go here, never bytes merely seen after an 0xef: those could be planted
+        # ahead of a genesis to hide it.
+        self._geneses: set[bytes] = set()
 
     def select(self, block: BlockBytes) -> list[int]:
         """The block's possible links and geneses (see the module doc): a superset of the
@@ -163,7 +170,10 @@ class RegistryDecoder(ConfirmedOnly):
         if len(heads) > _HEAD_SEARCH_LIMIT:
             return self._walk(block, range(len(txids)))
         spent = [h for h in heads if _holds_output0(raw, h)]
-        spent += [c for c in set(_PREFIX_LIKE.findall(raw)) if c + _ZERO4 in raw]
+        geneses = self._geneses
+        spent += [
+            c for c in set(_PREFIX_LIKE.findall(raw)) if c not in geneses and c + _ZERO4 in raw
+        ]
         if not spent:
             return []
         chosen: set[int] = set()
@@ -217,6 +227,8 @@ class RegistryDecoder(ConfirmedOnly):
         self.heads, self.head_of, self._head_txids = {}, {}, set()
         for authbase, seq, txid in rows:
             self._move(bytes(authbase)[::-1], OutPoint(bytes(txid)[::-1], 0), int(seq))
+        geneses = await conn.execute_fetchall("SELECT authbase FROM registry_links WHERE seq = 1")
+        self._geneses = {bytes(r[0])[::-1] for r in geneses}
 
     async def prepare(
         self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
@@ -260,6 +272,8 @@ class RegistryDecoder(ConfirmedOnly):
         for r in rows:
             if isinstance(r, Link):
                 self._move(r.authbase, None if r.burned else OutPoint(r.txid, 0), r.seq)
+                if r.seq == 1:
+                    self._geneses.add(r.authbase)
 
     def _move(self, authbase: bytes, to: OutPoint | None, seq: int) -> None:
         old = self.head_of.pop(authbase, None)
