@@ -182,6 +182,10 @@ class BlockRows:
     tokens: list[tuple[object, ...]] = field(default_factory=list)
     owners: list[bytes] = field(default_factory=list)  # owners first seen (not yet stored)
     created: dict[OutPoint, PoolUtxo] = field(default_factory=dict)  # in creation order
+    # Each created pool's `cauldron_pools` row, live (spent columns NULL), made with the event
+    # row's display-order hashes: the same objects, which the writer's pipe (`marshal`) then
+    # carries once per request instead of once per row.
+    pool_rows: dict[OutPoint, tuple[object, ...]] = field(default_factory=dict)
     spent: dict[OutPoint, tuple[bytes, SpentKind]] = field(default_factory=dict)  # → (txid, kind)
     tvl: dict[bytes, list[int]] = field(default_factory=dict)  # category → [Δsats, Δtokens, Δn]
 
@@ -290,7 +294,7 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
     txid_d = txid[::-1]
     inputs, outputs = tx.inputs, tx.outputs
     pools, outside, spent, tvl = ctx.pools, ctx.outside, out.spent, out.tvl
-    created, tokens_rows = out.created, out.tokens
+    created, tokens_rows, pool_rows = out.created, out.tokens, out.pool_rows
     # Every continuation and creation makes an event, and so does a withdraw (or a spend
     # without a valid continuation) of a pool we knew. (A transaction never spends an outpoint
     # twice, nor its own outputs, so its spends do not change this as they go.)
@@ -318,12 +322,13 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
             token = o.token
             assert token is not None  # detection only hands out FT-carrying outputs
             sats, amount, category = o.value, token.amount, token.category
+            lineage_d, category_d = op[0][::-1], category[::-1]
             if seen is None:
                 # fmt: off
                 add_event(
                     (
-                        txid_d, len(events), height, time, position, "discover", op[0][::-1],
-                        op[1], owner, category[::-1], index, cont, None, None, sats, amount,
+                        txid_d, len(events), height, time, position, "discover", lineage_d,
+                        op[1], owner, category_d, index, cont, None, None, sats, amount,
                         None, None, None, touched,
                     )
                 )
@@ -338,8 +343,8 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
                 # fmt: off
                 add_event(
                     (
-                        txid_d, len(events), height, time, position, "discover", op[0][::-1],
-                        op[1], owner, category[::-1], index, cont, bs, bt, sats, amount,
+                        txid_d, len(events), height, time, position, "discover", lineage_d,
+                        op[1], owner, category_d, index, cont, bs, bt, sats, amount,
                         ds, dt, fee, touched,
                     )
                 )
@@ -350,9 +355,15 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
                 (new_op, op, owner, category, sats, amount, height, time, position, "discovered"),
             )
             later.append((category, sats, amount))
-            tokens_rows.append((category[::-1], height, time, position, cont, op[0][::-1], op[1]))
+            tokens_rows.append((category_d, height, time, position, cont, lineage_d, op[1]))
             pools[new_op] = pool
             created[new_op] = pool
+            # fmt: off
+            pool_rows[new_op] = (
+                txid_d, cont, lineage_d, op[1], owner, category_d, sats, amount, height, time,
+                position, "discovered", None, None, None, None,
+            )
+            # fmt: on
             continue
 
         spent[op] = (txid, spend_kind)
@@ -401,11 +412,12 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
             tally[3] += dt if dt >= 0 else -dt
             tally[4] += fee
             tally[5] += 1
+        lineage_d, category_d = lineage[0][::-1], category[::-1]
         # fmt: off
         add_event(
             (
-                txid_d, len(events), height, time, position, kind, lineage[0][::-1],
-                lineage[1], owner, category[::-1], index, cont, bs, bt, sats, amount,
+                txid_d, len(events), height, time, position, kind, lineage_d,
+                lineage[1], owner, category_d, index, cont, bs, bt, sats, amount,
                 ds, dt, fee, touched,
             )
         )
@@ -428,6 +440,12 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
         )
         pools[new_op] = pool
         created[new_op] = pool
+        # fmt: off
+        pool_rows[new_op] = (
+            txid_d, cont, lineage_d, lineage[1], owner, category_d, sats, amount, height, time,
+            position, "continuation", None, None, None, None,
+        )
+        # fmt: on
         if category == prev.category:  # (always on a valid chain: the contract checks it)
             d[0] += sats
             d[1] += amount
@@ -449,6 +467,12 @@ def decode_tx(btx: BlockTx, ctx: CauldronContext) -> list[EventRow]:
         )
         pools[new_op] = pool
         created[new_op] = pool
+        # fmt: off
+        pool_rows[new_op] = (
+            txid_d, index, txid_d, index, owner, category_d, sats, amount, height, time,
+            position, via_c, None, None, None, None,
+        )
+        # fmt: on
         later.append((category, sats, amount))
         tokens_rows.append((category_d, height, time, position, index, txid_d, index))
         # fmt: off

@@ -19,7 +19,7 @@ from indexer.decoders.cauldron.decode import (
     decode_tx,
     detect_block,
 )
-from indexer.decoders.cauldron.model import PoolUtxo
+from indexer.decoders.cauldron.model import PoolUtxo, SpentKind
 from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from indexer.store.db import submit, submit_many
@@ -247,21 +247,12 @@ class CauldronDecoder:
         h, t = block.height, block.time
         created, spent = out.created, out.spent
         unflushed = self._unflushed
-        # Rows as flat tuple displays (kept so by `fmt: off`): joining starred parts builds a
-        # list and three tuples per row.
-        for op, p in created.items():
+        # The created pools' rows come made (`BlockRows.pool_rows`, live); a pool also spent
+        # in this block gets its spent columns here.
+        for op, made in out.pool_rows.items():
             s = spent.get(op)
-            _, (lin_txid, lin_vout), owner, category, sats, tokens, _, _, position, via = p
-            spent_txid, spent_height, spent_time, kind = (
-                (None, None, None, None) if s is None else (s[0][::-1], h, t, s[1])
-            )
-            # fmt: off
-            unflushed[op] = (
-                op[0][::-1], op[1], lin_txid[::-1], lin_vout, owner, category[::-1],
-                sats, tokens, h, t, position, via, spent_txid, spent_height, spent_time, kind,
-            )
-            # fmt: on
-        spends = []
+            unflushed[op] = made if s is None else _spent_row(made, s, h, t)
+        spends: list[tuple[object, ...]] = []
         confirmed = self._confirmed  # (`committed` takes this block's spends out of it)
         for op, s in spent.items():
             if op in created:
@@ -273,12 +264,7 @@ class CauldronDecoder:
                     (s[0][::-1], h, t, s[1], p.height, p.position, op.index, op.txid[::-1])
                 )
             else:  # created earlier in this batch: not inserted yet, so insert it spent
-                # fmt: off
-                unflushed[op] = (
-                    row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                    row[9], row[10], row[11], s[0][::-1], h, t, s[1],
-                )
-                # fmt: on
+                unflushed[op] = _spent_row(row, s, h, t)
         tvl_rows = []
         totals = self._tvl
         for c, d in out.tvl.items():
@@ -408,6 +394,19 @@ class CauldronDecoder:
 
     def mempool_txids(self) -> Collection[bytes]:
         return self.snapshot.pending_txids()
+
+
+def _spent_row(
+    row: tuple[object, ...], spend: tuple[bytes, SpentKind], height: int, time: int
+) -> tuple[object, ...]:
+    """A live `cauldron_pools` row with its spent columns set (a flat tuple display: joining
+    starred parts builds a list and three tuples)."""
+    # fmt: off
+    return (
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+        row[10], row[11], spend[0][::-1], height, time, spend[1],
+    )
+    # fmt: on
 
 
 _INSERT_POOL = "INSERT INTO cauldron_pools VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
