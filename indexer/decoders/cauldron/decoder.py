@@ -206,29 +206,33 @@ class CauldronDecoder:
     ) -> tuple[Sequence[BlockTx], CauldronContext]:
         overlay, relevant, found = detect_block(txs, self.owners)
         produced = {t.txid for t in relevant}
-        spent: dict[OutPoint, bytes] = {}  # pool spends of earlier transactions → owner
+        # The pools earlier transactions made that this block spends: the confirmed ones are
+        # the unspent pool rows (kept in step by `committed` and `load`: no SELECT per block);
+        # the others the index never saw (→ their owner).
+        confirmed = self._confirmed
+        pools: dict[OutPoint, PoolUtxo] = {}
+        unknown: dict[OutPoint, bytes] = {}
         for t in relevant:
             inputs = t.view.inputs
             for index, _, owner, _ in found[t.txid][0]:
                 op = inputs[index].outpoint
                 if op.txid not in produced:
-                    spent[op] = owner
-        # The confirmed pools are the unspent pool rows (kept in step by `committed` and
-        # `load`): no SELECT per block.
-        confirmed = self._confirmed
-        pools = {op: p for op in spent if (p := confirmed.get(op)) is not None}
+                    p = confirmed.get(op)
+                    if p is not None:
+                        pools[op] = p
+                    else:
+                        unknown[op] = owner
         ctx = CauldronContext(block.height, block.time, overlay, self.owners, pools, found)
         self._rows = ctx.rows
-        unknown = [op for op in spent if op not in pools]
         if unknown and block.prevouts is not None:
             # Pools the index never saw (created before the start height, or without SUMMON by
             # an owner not yet known): their state before this spend, from the chain.
-            outputs = await block.prevouts(unknown)
-            for op in unknown:
+            outputs = await block.prevouts(list(unknown))
+            for op, owner in unknown.items():
                 out = outputs.get(op)
-                if out is not None and out.token is not None and is_pool_utxo(out, spent[op]):
+                if out is not None and out.token is not None and is_pool_utxo(out, owner):
                     ctx.outside[op] = PoolUtxo(
-                        *(op, op, spent[op], out.token.category, out.value, out.token.amount),
+                        *(op, op, owner, out.token.category, out.value, out.token.amount),
                         *(-1, 0, -1, "discovered"),
                     )
         return (decode_order(relevant) if len(relevant) > 1 else relevant), ctx
