@@ -28,6 +28,10 @@ from tests.indexer.test_store_scenario import BuiltBlock, build_chain, dump, ope
 
 KILLS = 20
 BATCH = 7
+# The worker's pause after each block: applying the 60 blocks takes ~30 ms on a fast machine,
+# less than its start and exit, so without it most kills would land before the first block or
+# after the last; with it they land all over the sync, wherever each block's work happens to be.
+STEP_S = 0.003
 
 
 def write_blocks(path: Path, blocks: list[BuiltBlock]) -> None:
@@ -61,6 +65,7 @@ async def worker(db: str, blocks_file: str, batch: int = 0) -> None:
     start = 0 if tip is None else tip.height - first + 1
     for height, raw in blocks[start:]:
         await store.apply_block(height, raw, hold=batch > 0)
+        await asyncio.sleep(STEP_S)
     await store.close()
     print("done", flush=True)
 
@@ -108,6 +113,15 @@ async def test_sigkill_at_random_moments_never_leaves_half_a_block(
     finally:
         await store.close()
 
+    # How long a whole run takes here (from "ready" to its exit), so that the kills are drawn
+    # across the sync on a fast machine as on a slow one.
+    began = time.monotonic()
+    clean = start_worker(tmp_path / "timing.sqlite", blocks_file, batch)
+    ready_at = time.monotonic()
+    assert clean.wait(timeout=60) == 0
+    duration = max(time.monotonic() - ready_at, 0.02)
+    assert ready_at - began < 30
+
     rng = random.Random(7)
     db = tmp_path / "index.sqlite"
     kills, runs, heights = 0, 0, set()
@@ -117,7 +131,7 @@ async def test_sigkill_at_random_moments_never_leaves_half_a_block(
         assert time.monotonic() < deadline, f"only {kills} kills in time"
         runs += 1
         proc = start_worker(db, blocks_file, batch)
-        time.sleep(rng.uniform(0.0, 0.12))
+        time.sleep(rng.uniform(0.0, duration))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
