@@ -243,6 +243,10 @@ def output0_spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes]
     (a superset: a prefix is recognised by its first byte). Framing is assumed valid (`Block`
     has scanned it). No slice per input (the index is tested in place), so a decoder can
     afford it on every transaction of every block.
+
+    A transaction spending no output 0 is neither a link nor a genesis (a genesis spends
+    output 0 of its category's txid): its outputs are not read, and its categories come back
+    empty (most transactions of a block; the walk reads half the bytes it did).
     """
     p = pos + 4  # version
     n = buf[p]
@@ -261,12 +265,14 @@ def output0_spends_and_categories(buf: bytes, pos: int = 0) -> tuple[list[bytes]
         else:
             size, q = _wide_compact(buf, p + 36, size)
             p = q + size + 4
+    categories: list[bytes] = []
+    if not spent:
+        return spent, categories
     n = buf[p]
     if n < 0xFD:
         p += 1
     else:
         n, p = _wide_compact(buf, p, n)
-    categories: list[bytes] = []
     for _ in range(n):
         size = buf[p + 8]
         if size < 0xFD:
