@@ -109,9 +109,10 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
 # Up to this many tracked heads, `select` searches the block for their outpoints; beyond, it
 # walks every transaction's inputs (and outputs, where an output 0 is spent). A search costs
 # a pass over the block's bytes per head, the walk a fixed Python step per input: on the
-# benchmark chain (226,823 transactions) the searches take 0.22 s with one head, 0.31 s with
-# 8, 0.39 s with 13 and 1.16 s with 64, the walk 0.30–0.33 s whatever the number.
-HEAD_SEARCH_LIMIT = 8
+# benchmark chain (226,823 transactions, `select` on every block) the searches take 0.19 s
+# with no head, 0.25–0.27 s with 4, 0.32 s with 8, 0.39–0.40 s with 13 and 1.1 s with 64;
+# the walk 0.26 s whatever the number.
+HEAD_SEARCH_LIMIT = 4
 _ZERO4 = bytes(4)  # output index 0, little-endian
 _TOKEN = bytes((PREFIX_TOKEN,))
 # What could be a token prefix: 0xef, 32 bytes of category (captured), a bitfield that
@@ -134,6 +135,21 @@ def _holds_output0(raw: bytes, txid: bytes) -> bool:
             return True
         at = raw.find(txid, at + 1)
     return False
+
+
+def _holders(block: BlockBytes, spent: list[bytes], chosen: set[int]) -> list[int]:
+    """`chosen` (block positions) and the transactions holding `txid ‖ 00000000` for each of
+    `spent`, then for each of theirs, and so on (a chain may advance several links in one
+    block): a superset of the spends of those outputs 0, which `decode` sorts out."""
+    raw, offsets, txids = block.raw, block.offsets, block.txids
+    todo = spent
+    while todo:
+        pattern = todo.pop() + _ZERO4
+        for i in transactions_holding(raw, offsets, pattern):
+            if i not in chosen:
+                chosen.add(i)
+                todo.append(txids[i])
+    return sorted(chosen)
 
 
 class RegistryDecoder(ConfirmedOnly):
@@ -170,7 +186,7 @@ class RegistryDecoder(ConfirmedOnly):
         signatures). Most blocks are proved free of links and geneses without a Python step
         per transaction; the others select only the transactions holding such an outpoint.
         With many heads, every transaction's inputs and outputs are walked instead."""
-        raw, offsets, txids = block.raw, block.offsets, block.txids
+        raw, txids = block.raw, block.txids
         heads = self._head_txids
         if len(heads) > self.head_search_limit:
             return self._walk(block, range(len(txids)))
@@ -182,47 +198,27 @@ class RegistryDecoder(ConfirmedOnly):
             spent += [c for c in unknown if c + _ZERO4 in raw]
         if not spent:
             return []
-        chosen: set[int] = set()
-        todo = spent
-        while todo:  # the holders, then the holders of their own output 0, and so on
-            pattern = todo.pop() + _ZERO4
-            for i in transactions_holding(raw, offsets, pattern):
-                if i not in chosen:
-                    chosen.add(i)
-                    todo.append(txids[i])
-        return sorted(chosen)
+        return _holders(block, spent, set())
 
     def _walk(self, block: BlockBytes, indexes: Iterable[int]) -> list[int]:
-        """The candidates among `indexes` and, following output-0 spends among `indexes`,
-        the transactions extending them."""
-        raw, offsets, txids = block.raw, block.offsets, block.txids
+        """The candidates among `indexes`, read from their inputs (and outputs, where an
+        output 0 is spent), and the transactions extending them. Most blocks hold none: the
+        transactions extending a candidate are then never looked for."""
+        raw, offsets = block.raw, block.offsets
         heads = self._head_txids
-        position = {t: i for i, t in enumerate(txids)}
         found: list[int] = []
-        waiting: dict[int, list[int]] = {}  # block position → txs spending its output 0
         walk = output0_spends_and_categories
         for i in indexes:
             zeros, categories = walk(raw, offsets[i])
-            if not zeros:
-                continue
-            if not heads.isdisjoint(zeros) or (
-                categories and not set(categories).isdisjoint(zeros)
+            if zeros and (
+                not heads.isdisjoint(zeros)
+                or (categories and not set(categories).isdisjoint(zeros))
             ):
                 found.append(i)
-                continue
-            for t in zeros:
-                parent = position.get(t)
-                if parent is not None:
-                    waiting.setdefault(parent, []).append(i)
-        # A link may extend a link of this block: follow output-0 spends from the candidates.
-        chosen = set(found)
-        todo = list(found)
-        while todo and waiting:
-            for child in waiting.pop(todo.pop(), ()):
-                if child not in chosen:
-                    chosen.add(child)
-                    todo.append(child)
-        return sorted(chosen)
+        if not found:
+            return []
+        txids = block.txids
+        return _holders(block, [txids[i] for i in found], set(found))
 
     async def load(self, conn: aiosqlite.Connection) -> None:
         rows = await conn.execute_fetchall(
