@@ -190,8 +190,7 @@ class RegistryDecoder(ConfirmedOnly):
         heads = self._head_txids
         if len(heads) > self.head_search_limit:
             return self._walk(block, range(len(txids)))
-        find = raw.find  # (a head is rarely in the block: its check only where it is)
-        spent = [h for h in heads if find(h) >= 0 and _holds_output0(raw, h)]
+        spent = [h for h in heads if _holds_output0(raw, h)]
         # The set difference runs in C over the block's few categories, most of them known.
         unknown = set(_PREFIX_LIKE.findall(raw)) - self._geneses
         if unknown:
