@@ -7,10 +7,11 @@ of it), then the v11 bar and pool states. During the history, at fixed fractions
 
 - v1: borrow (A, D, F) → add_collateral (A) → refinance (A) → repay (A); redeem (F, leftover
   to the borrower's pay-to-NFT-hash allowance, later spent); liquidation (D, the keeper takes all);
-- v11: borrow (B; C with a delegate; E) → delegate (B) → repay (B, interest to the bar);
-  accrue (C, by the keeper); liquidation through the pool (E: the pool's stablecoin absorbs the
-  debt, the collateral goes to the BCH pot, the rest to an allowance); bar and pool stake and
-  unstake;
+- v11: borrow (B; C with a delegate; E) → add_collateral (B) → refinance (B) → delegate (B)
+  → repay (B, interest to the bar); borrow (G, after the rate rise) → redeem (G, leftover to
+  its allowance); accrue (C, by the keeper); liquidation through the pool (E: the pool's
+  stablecoin absorbs the debt, the collateral goes to the BCH pot, the rest to an allowance);
+  bar and pool stake and unstake — so each deployment shows every action kind it has;
 - the interest-rate oracle (its own category, a mutable NFT re-created by each update, the
   10-byte `timestamp ‖ use_fee ‖ bp_value` commitment): 100 bp at set-up (no loan redeemable),
   360 bp before the first repay (the 350 bp v11 loan C and the 150 bp v1 loan F become
@@ -68,6 +69,7 @@ SCHEDULE: tuple[tuple[float, str], ...] = (
     (0.35, "delegate"),
     (0.40, "rate_up"),
     (0.45, "repay"),
+    (0.50, "borrow_late"),
     (0.55, "redeem"),
     (0.60, "liquidate"),
     (0.65, "pool_liquidate"),
@@ -408,11 +410,17 @@ class LendingExtension:
     async def _step_add_collateral(self, gen: ScenarioGenerator) -> None:
         a = self.loans["A"]
         await self._continue(gen, a, "add_collateral", sats=a.output.value * 3 // 2, owner=False)
+        b = self.loans["B"]  # v11, by its owner
+        await self._continue(gen, b, "add_collateral", sats=b.output.value * 5 // 4)
 
     async def _step_refinance(self, gen: ScenarioGenerator) -> None:
         a = self.loans["A"]
         await self._continue(
             gen, a, "refinance", principal=a.principal + 10_000, timestamp=gen.clock.now()
+        )
+        b = self.loans["B"]
+        await self._continue(
+            gen, b, "refinance", principal=b.principal + 5_000, timestamp=gen.clock.now()
         )
 
     async def _step_delegate(self, gen: ScenarioGenerator) -> None:
@@ -476,8 +484,17 @@ class LendingExtension:
             if bar is not None:
                 self._record_state(tx, bar, "bar", staked + interest, shares, pot)
 
+    async def _step_borrow_late(self, gen: ScenarioGenerator) -> None:
+        """A v11 loan at a rate the oracle already allows redeeming (added after the first
+        lifecycles so that the earlier history stays as it was)."""
+        await self._borrow(gen, "G", "v11", self.borrowers[1], 30_000, 300)
+
     async def _step_redeem(self, gen: ScenarioGenerator) -> None:
-        loan = self.loans["F"]
+        await self._redeem(gen, "F")
+        await self._redeem(gen, "G")
+
+    async def _redeem(self, gen: ScenarioGenerator, name: str) -> None:
+        loan = self.loans[name]
         price = gen.oracle_price
         owed = loan.principal + self._interest(gen, loan)
         to_keeper = min(loan.output.value, owed * v1.SATS_PER_BCH // price)

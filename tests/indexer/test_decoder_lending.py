@@ -1,21 +1,42 @@
-"""The lending decoder against the small scenario with the lending extension: every action,
-bar/pool state and allowance the ledger records is a row (with the interest owed at the block
-time), the reads answer from them, and undo is exact."""
+"""The lending decoder against the small scenario with the lending extension, configured as
+`ladle up` and `ladle index --devnet-ledger` configure it (the mainnet v1 deployment beside the
+devnet's v1 and v11): every action, bar/pool state and allowance the ledger records is a row
+(with the interest owed at the block time), the reads answer from them, undo is exact, and
+migration #2 turns an index written by the old pairing into the one a fresh decode writes."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bch.tx import OutPoint
 from devnet.scenario.generator import ScenarioGenerator
+from devnet.scenario.indexing import lending_configs
+from devnet.scenario.ledger import Ledger
 from devnet.scenario.lending import LendingExtension, configs_from_ledger, rate_feed
 from devnet.service import Devnet
-from indexer.decoders.lending import LendingDecoder, median_time_past
+from indexer.cli import add_commands, config_from_args
+from indexer.decoders.base import BlockTx
+from indexer.decoders.lending import LendingContext, LendingDecoder, median_time_past
+from indexer.decoders.lending.decoder import (
+    ActionRow,
+    AllowanceCreated,
+    AllowanceSpent,
+    LoanCreated,
+    LoanSpent,
+    Row,
+    StateRow,
+)
+from indexer.decoders.lending.schema import MIGRATIONS
 from indexer.decoders.oracle import OracleDecoder
+from indexer.store import Store
 from indexer.store.queries_lending import (
     active_loans,
     allowances,
@@ -27,7 +48,9 @@ from indexer.store.queries_lending import (
     state_history,
     stats,
 )
-from protocols.lending import v1
+from protocols.lending import LendingConfig, allowance_outputs, classify, loan_outputs, v1
+from protocols.lending.actions import state_outputs
+from protocols.lending.contracts import p2nfth_locking
 from protocols.oracle import FeedTable
 from tests.devnet.test_scenario import SMALL, devnet_config
 from tests.indexer.test_decoder_oracle import dump, index
@@ -39,6 +62,7 @@ ACTION_KINDS |= {"liquidation", "accrue"}
 
 @dataclass(frozen=True)
 class LendingChain:
+    ledger: Ledger
     part: dict[str, Any]
     blocks: list[bytes]
 
@@ -56,7 +80,8 @@ def lending_chain() -> LendingChain:
                 result = await ScenarioGenerator(net, SMALL, extensions=[LendingExtension()]).run()
                 part = result.ledger.extensions["lending"]
                 assert isinstance(part, dict)
-                return LendingChain(part, [b.raw for b in net.nodes[0].chain.blocks])
+                blocks = [b.raw for b in net.nodes[0].chain.blocks]
+                return LendingChain(result.ledger, part, blocks)
             finally:
                 await net.stop()
 
@@ -69,8 +94,22 @@ def chain() -> LendingChain:
     return lending_chain()
 
 
+def ladle_up_configs(ledger: Ledger) -> tuple[LendingConfig, ...]:
+    """The deployments `ladle index --devnet-ledger` indexes (`ladle up` the same): the mainnet
+    v1 one, then the devnet's v1 and v11 — two v1 deployments side by side."""
+    parser = argparse.ArgumentParser(prog="ladle")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "ledger.json"
+        path.write_bytes(ledger.dumps())
+        lending = config_from_args(parser.parse_args(["index", "--devnet-ledger", str(path)]))
+    assert lending.lending == (LendingConfig(), *lending_configs(ledger))  # as `up_config`
+    assert [c.version for c in lending.lending] == ["v1", "v1", "v11"]
+    return lending.lending
+
+
 def decoder(chain: LendingChain) -> LendingDecoder:
-    return LendingDecoder(configs_from_ledger(chain.part))
+    return LendingDecoder(ladle_up_configs(chain.ledger))
 
 
 async def test_rows_equal_the_ledger(chain: LendingChain) -> None:
@@ -282,3 +321,82 @@ async def test_rate_oracle_updates_are_indexed_and_read_at_a_time(chain: Lending
         assert {c.rate_oracle for c in configs_from_ledger(chain.part)} == {feed.category}
     finally:
         await store.close()
+
+
+# --- migration #2: the old pairing's rows repaired -----------------------------------------
+
+
+def _old_decode(tx: BlockTx, ctx: LendingContext, configs: Sequence[LendingConfig]) -> list[Row]:
+    """`decode_lending_tx` before migration #2: a spent loan went to every deployment of its
+    version in turn, so the first one (mainnet v1) read a devnet loan it never re-creates."""
+    t = tx.tx
+    rows: list[Row] = []
+    seq = 0
+    for cfg in configs:
+        spent = {
+            i: loan
+            for i, inp in enumerate(t.inputs)
+            if (loan := ctx.loans.get(inp.outpoint)) is not None and loan.version == cfg.version
+        }
+        created = loan_outputs(t, cfg)
+        for action in classify(t, cfg, spent, ctx.time, created):
+            rows.append(ActionRow(tx.txid, seq, tx.position, action))
+            seq += 1
+            if action.before is not None:
+                rows.append(LoanSpent(action.before.outpoint, tx.txid, action.kind))
+                ctx.loans.pop(action.before.outpoint, None)
+        for loan in created:
+            rows.append(LoanCreated(loan, tx.position))
+            ctx.loans[loan.outpoint] = loan
+            for h in (loan.borrower_hash, loan.delegate_hash):
+                if h is not None and p2nfth_locking(h) not in ctx.owners:
+                    ctx.owners[p2nfth_locking(h)] = h
+                    ctx.new_owners[p2nfth_locking(h)] = h
+        rows += [StateRow(tx.txid, tx.position, s) for s in state_outputs(t, cfg)]
+    for inp in t.inputs:
+        if inp.outpoint in ctx.allowances:
+            rows.append(AllowanceSpent(inp.outpoint, tx.txid))
+            ctx.allowances.discard(inp.outpoint)
+    for vout, owner in allowance_outputs(t, ctx.owners):
+        out = t.outputs[vout]
+        tok = out.token
+        op = OutPoint(tx.txid, vout)
+        category, amount = (None, 0) if tok is None else (tok.category, tok.amount)
+        rows.append(AllowanceCreated(op, owner, out.value, category, amount, tx.position))
+        ctx.allowances.add(op)
+    return rows
+
+
+class _OldPairing(LendingDecoder):
+    migrations = MIGRATIONS[:1]
+
+    def decode(self, tx: BlockTx, context: LendingContext) -> Sequence[Row]:
+        return _old_decode(tx, context, self.configs)
+
+
+async def test_migration_2_repairs_an_index_of_the_old_pairing(
+    chain: LendingChain, tmp_path: Path
+) -> None:
+    configs = ladle_up_configs(chain.ledger)
+    path = tmp_path / "old.db"
+    a_hash = next(e for e in chain.part["records"] if e.get("loan") == "A")["borrower_hash"]
+    fresh = await index(":memory:", [decoder(chain)], chain.blocks)
+    try:
+        old = await index(path, [_OldPairing(configs)], chain.blocks)
+        try:
+            # The issue as the old decoder wrote it: A's add_collateral (no owner NFT) read as
+            # liquidation + borrow, its refinance (owner NFT present) as repay + borrow.
+            old_kinds = [x.kind for x in await loan_history(old.conn, a_hash)]
+            assert old_kinds == ["borrow", "liquidation", "borrow", "repay", "borrow", "repay"]
+            assert await dump(old, TABLES) != await dump(fresh, TABLES)
+        finally:
+            await old.close()
+        migrated = await Store.open(path, decoders=[decoder(chain)])
+        try:
+            assert await dump(migrated, TABLES) == await dump(fresh, TABLES)
+            kinds = [x.kind for x in await loan_history(migrated.conn, a_hash)]
+            assert kinds == ["borrow", "add_collateral", "refinance", "repay"]
+        finally:
+            await migrated.close()
+    finally:
+        await fresh.close()

@@ -51,6 +51,19 @@ async def test_up_decodes_fetches_and_serves_the_devnet_protocols() -> None:
                 r = await api.get(path)
                 assert r.status_code == 200, r.text
                 assert sorted(x["borrower_hash"] for x in r.json()) == want
+            # Every action of each version as the ledger records it: `ladle up` indexes the
+            # mainnet v1 deployment beside the devnet's, and a devnet loan re-created is one
+            # action (add_collateral, refinance, …), never an ending plus a borrow.
+            records = ledger["extensions"]["lending"]["records"]
+            for path, version in (("/lending/history", "v1"), ("/lending/v11/history", "v11")):
+                r = await api.get(path, params={"limit": 200})
+                assert r.status_code == 200, r.text
+                got = sorted((x["txid"], x["kind"], x["borrower_hash"]) for x in r.json())
+                assert got == sorted(
+                    (e["txid"], e["kind"], e["borrower_hash"])
+                    for e in records
+                    if e.get("version") == version and e["height"] is not None
+                )
 
             # Registries: fetched from the devnet's HTTP server before the ready line.
             good = [t for t in ledger["tokens"] if t["bcmr"] and not t["bcmr"]["mismatch"]]

@@ -1,8 +1,10 @@
 """A devnet scenario with full lending lifecycles (v1 and v11), indexed twice: the whole chain,
 and the chain cut just before the first repay (while six loans are active and the interest-rate
 oracle stands at 360 bp). The ledger's lending part (`extensions["lending"]`) and the chain's
-header times are the tests' oracle. The oracle decoder is told the scenario's feeds as
-`ladle up` tells it (`feed_configs`: the BCH/USD feed and the rate oracle)."""
+header times are the tests' oracle. The decoders are configured as `ladle up` configures them:
+the oracle decoder with the scenario's feeds (`feed_configs`: the BCH/USD feed and the rate
+oracle), the lending decoder with the mainnet v1 deployment beside the devnet's v1 and v11
+(`ladle_up_configs`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
 from devnet.scenario.indexing import feed_configs
-from devnet.scenario.lending import LendingExtension, configs_from_ledger
+from devnet.scenario.lending import LendingExtension
 from devnet.service import Devnet, DevnetConfig
 from indexer.decoders import create_decoders
 from indexer.decoders.lending import LendingDecoder
@@ -24,6 +26,7 @@ from indexer.store import Store
 from protocols.oracle import FeedTable
 from rest.config import RestConfig
 from rest.tokens import StaticRegistry
+from tests.indexer.test_decoder_lending import ladle_up_configs
 
 PARAMS = PRESETS["small"].replace(seed=11)
 LOAN_KINDS = {"borrow", "add_collateral", "refinance", "delegate", "repay", "redeem"}
@@ -98,13 +101,13 @@ class LendingWorld:
         return best["bp"], best["timestamp"]
 
 
-async def _index(path: Path, blocks: list[bytes], ledger: Ledger, part: Any) -> None:
+async def _index(path: Path, blocks: list[bytes], ledger: Ledger) -> None:
     snap = PoolSnapshot()
     feeds = FeedTable(feed_configs(ledger))
     decoders = [
         *create_decoders(["cauldron", "registry"], snapshot=snap),
         OracleDecoder(feeds),
-        LendingDecoder(configs_from_ledger(part)),
+        LendingDecoder(ladle_up_configs(ledger)),
     ]
     store = await Store.open(path, snapshot=snap, decoders=decoders)
     try:
@@ -129,7 +132,7 @@ async def _build(directory: Path) -> LendingWorld:
     indexes = []
     for name, tip in (("full", len(blocks) - 1), ("mid", cut)):
         db = directory / f"{name}.sqlite"
-        await _index(db, blocks[: tip + 1], ledger, part)
+        await _index(db, blocks[: tip + 1], ledger)
         indexes.append(Index(db, tip, max(times[: tip + 1]) + 60))
     return LendingWorld(ledger, part, times, positions, indexes[0], indexes[1])
 

@@ -178,7 +178,7 @@ async def test_history_is_newest_first_and_pages(lw: LendingWorld, full: httpx.A
 async def test_history_filters_by_nfth(lw: LendingWorld, full: httpx.AsyncClient) -> None:
     want = actions(lw, lw.full, "v11")
     hashes = sorted({a["borrower_hash"] for a in want})
-    assert len(hashes) == 3
+    assert len(hashes) == 4
     one, two = hashes[0], hashes[1]
     assert await get(full, f"/lending/v11/history?nfth={one}") == [
         a for a in want if a["borrower_hash"] == one
@@ -190,12 +190,38 @@ async def test_history_filters_by_nfth(lw: LendingWorld, full: httpx.AsyncClient
     assert await get(full, f"/lending/v11/history?nfth={v1_hash}") == []  # another version's
 
 
+SPEC_KINDS = {"borrow", "repay", "redeem", "refinance", "add_collateral"}
+VERSION_KINDS = {"v1": SPEC_KINDS | {"liquidation"}, "v11": LOAN_KINDS}
+
+
+async def test_every_action_kind_on_every_deployment(
+    lw: LendingWorld, full: httpx.AsyncClient
+) -> None:
+    """Issue 18 item 6. Indexed as `ladle up` indexes (the mainnet v1 deployment beside the
+    devnet's v1 and v11), each version's history, global and per loan, equals the ledger action
+    by action, and holds every kind the version has: the spec's five on both, `liquidation` on
+    both, `delegate` and `accrue` on v11 (docs/api-lending.md)."""
+    for path, version in (("/lending", "v1"), ("/lending/v11", "v11")):
+        want = actions(lw, lw.full, version)
+        assert len(want) < 200
+        got = await get(full, f"{path}/history?limit=200")
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert g == w
+        kinds = {a["kind"] for a in got}
+        assert kinds == VERSION_KINDS[version], version
+        for h in {a["borrower_hash"] for a in want}:
+            chain_order = [a for a in reversed(want) if a["borrower_hash"] == h]
+            assert await get(full, f"{path}/loan/{h}/history") == chain_order
+            assert await get(full, f"{path}/history?nfth={h}") == chain_order[::-1]
+
+
 async def test_loan_history_is_in_chain_order(lw: LendingWorld, full: httpx.AsyncClient) -> None:
     names: dict[str, tuple[str, str]] = {}
     for r in lw.records(lw.full):
         if r["kind"] in LOAN_KINDS:
             names[r["loan"]] = (r["borrower_hash"], r["version"])
-    assert len(names) == 6
+    assert len(names) == 7
     for name, (h, version) in names.items():
         path = "/lending/v11" if version == "v11" else "/lending"
         want = [
@@ -219,7 +245,7 @@ async def test_loan_history_is_in_chain_order(lw: LendingWorld, full: httpx.Asyn
 async def test_allowances_are_the_unspent_ones(lw: LendingWorld, full: httpx.AsyncClient) -> None:
     claimed = {r["spent"] for r in lw.records(lw.full, "claim")}
     made = list(lw.records(lw.full, "allowance"))
-    assert len(made) == 2 and len(claimed) == 1
+    assert len(made) == 3 and len(claimed) == 1
     for r in made:
         got = await get(full, f"/lending/v11/allowances/{r['owner_hash']}")
         if f"{r['txid']}:{r['vout']}" in claimed:
@@ -396,10 +422,12 @@ async def test_crankable(lw: LendingWorld, mid: httpx.AsyncClient) -> None:
     assert found is not None
     price = found[0]
     loans = active(lw, lw.mid, "v11")
-    month = max(x["loan_ts"] for x in loans) + 30 * DAY
+    month = max(x["loan_ts"] for x in loans) + 30 * DAY  # every loan 30 days old
+    first = min(x["loan_ts"] for x in loans) + 30 * DAY  # the oldest loan 30 days old
     cases: list[tuple[str, int, int | None, int | None, set[str]]] = [
         (f"now={month}&rate_bp=0", month, None, 0, {"accrue"}),
-        (f"now={month - 1}&rate_bp=0", month - 1, None, 0, set()),
+        (f"now={first}&rate_bp=0", first, None, 0, {"accrue"}),
+        (f"now={first - 1}&rate_bp=0", first - 1, None, 0, set()),
         ("price=1", now, 1, None, {"liquidate"}),
         ("rate_bp=400", now, None, 400, {"redeem"}),
         (f"rate_bp=400&now={month}", month, None, 400, {"redeem", "accrue"}),
@@ -501,6 +529,51 @@ async def test_active_loans_page(lw: LendingWorld, mid: httpx.AsyncClient, tmp_p
         first = await get(c, "/lending/v11/loans/active")
         rest = await get(c, "/lending/v11/loans/active?offset=1000")
     assert len(first) == 1_000 and first + rest == want
+
+
+_ACTION_COPY = (
+    "INSERT INTO lending_actions SELECT ?, 0, height, time, mtp, ?, version, kind, "
+    "borrower_hash, delegate_hash, input_index, output_index, collateral_before, "
+    "collateral_after, principal_before, principal_after, rate_before, rate_after, "
+    "loan_ts_before, loan_ts_after, interest FROM lending_actions WHERE version = 'v1' "
+    "ORDER BY height DESC, position DESC, seq DESC LIMIT 1"
+)
+_STATE_COPY = (
+    "INSERT INTO lending_states SELECT ?, vout, kind, height, time, ?, ?, staked, "
+    "shares, bch_pot, sats, token_amount FROM lending_states WHERE kind = 'bar' "
+    "ORDER BY mtp DESC, height DESC, position DESC LIMIT 1"
+)
+
+
+async def test_limit_defaults_past_the_scenario(lw: LendingWorld, tmp_path: Path) -> None:
+    """The spec's limits where the scenario is too short to reach them, on a copy of the index
+    with 250 more v1 actions and 1,100 more bar states (each copied from the newest, placed
+    after it): history 50 by default and at most 200; bar history 100 by default and at most
+    1,000, newest first, `mtp > since`."""
+    db = tmp_path / "long.sqlite"
+    with sqlite3.connect(lw.full.db) as a, sqlite3.connect(db) as b:
+        a.backup(b)
+        newest_mtp = b.execute("SELECT max(mtp) FROM lending_states WHERE kind = 'bar'")
+        top = int(newest_mtp.fetchone()[0])
+        for n in range(1, 251):
+            b.execute(_ACTION_COPY, ((0xAC00 + n).to_bytes(32, "big"), 10_000 + n))
+        for n in range(1, 1_101):
+            b.execute(_STATE_COPY, ((0x5700 + n).to_bytes(32, "big"), top + n, 10_000 + n))
+    copies = [(0xAC00 + n).to_bytes(32, "big").hex() for n in range(250, 0, -1)]
+    states_ = [(0x5700 + n).to_bytes(32, "big").hex() for n in range(1_100, 0, -1)]
+    async with api_client(lw.config(Index(db, lw.full.height, lw.full.now))) as c:
+        assert [x["txid"] for x in await get(c, "/lending/history")] == copies[:50]
+        got = await get(c, "/lending/history?limit=200&offset=100")
+        assert [x["txid"] for x in got] == copies[100:250] + [
+            x["txid"] for x in actions(lw, lw.full, "v1")[:50]
+        ]
+        assert [x["txid"] for x in await get(c, "/lending/v11/bar/history")] == states_[:100]
+        most = await get(c, "/lending/v11/bar/history?limit=1000")
+        assert [x["txid"] for x in most] == states_[:1000]
+        mtps = [x["mtp"] for x in most]
+        assert mtps == sorted(mtps, reverse=True) and mtps[0] == top + 1_100
+        recent = await get(c, f"/lending/v11/bar/history?since={top + 1_095}")
+        assert [x["txid"] for x in recent] == states_[:5]
 
 
 # --- HTTP conventions -----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 import aiosqlite
 
+from bch.script import p2sh32_locking_for_redeem, pushes
 from bch.tx import OutPoint
 from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
@@ -88,26 +89,74 @@ class LendingContext:
     new_owners: dict[bytes, bytes] = field(default_factory=dict)
 
 
+def _revealed_locking(unlocking: bytes) -> bytes | None:
+    """The P2SH32 locking a spend's unlocking bytecode proves (its last push is the redeem
+    script), or None for anything else."""
+    try:
+        items = pushes(unlocking)
+    except ValueError:
+        return None
+    return p2sh32_locking_for_redeem(items[-1]) if items else None
+
+
+def deployment_of(
+    loan: Loan,
+    unlocking: bytes,
+    configs: Sequence[LendingConfig],
+    created: Sequence[Sequence[Loan]],
+) -> int | None:
+    """Index of the deployment a spent loan belongs to, None if none of its version is
+    configured.
+
+    The version alone is not enough: `ladle up` indexes the mainnet v1 deployment and the
+    devnet's v1 side by side, and a devnet loan read by the mainnet one looked ended (its
+    re-creation, under another category, went to the devnet pass as a new borrow). So: the
+    deployments whose exact loan lockings hold the contract the spend reveals, else those
+    taking any P2SH32, else any of the version; among them the first re-creating a loan of
+    the same borrower in this transaction, else the first."""
+    same = [k for k, c in enumerate(configs) if c.version == loan.version]
+    if not same:
+        return None
+    locking = _revealed_locking(unlocking)
+    exact = [k for k in same if (ls := configs[k].loan_lockings) is not None and locking in ls]
+    wild = [k for k in same if configs[k].loan_lockings is None]
+    pool = exact or wild or same
+    for k in pool:
+        if any(n.borrower_hash == loan.borrower_hash for n in created[k]):
+            return k
+    return pool[0]
+
+
 def decode_lending_tx(
     tx: BlockTx, ctx: LendingContext, configs: Sequence[LendingConfig]
 ) -> list[Row]:
     t = tx.tx
     rows: list[Row] = []
     seq = 0
+    # Each loan output goes to the first deployment recognising it (overlapping
+    # configurations must not write one UTXO twice).
+    created: list[list[Loan]] = []
+    claimed: set[int] = set()
     for cfg in configs:
-        spent = {
-            i: loan
-            for i, inp in enumerate(t.inputs)
-            if (loan := ctx.loans.get(inp.outpoint)) is not None and loan.version == cfg.version
-        }
-        created = loan_outputs(t, cfg)
-        for action in classify(t, cfg, spent, ctx.time, created):
+        mine = [n for n in loan_outputs(t, cfg) if n.outpoint.index not in claimed]
+        claimed.update(n.outpoint.index for n in mine)
+        created.append(mine)
+    spent: list[dict[int, Loan]] = [{} for _ in configs]
+    for i, inp in enumerate(t.inputs):
+        loan = ctx.loans.get(inp.outpoint)
+        if (
+            loan is not None
+            and (k := deployment_of(loan, inp.unlocking, configs, created)) is not None
+        ):
+            spent[k][i] = loan
+    for cfg, mine, theirs in zip(configs, created, spent, strict=True):
+        for action in classify(t, cfg, theirs, ctx.time, mine):
             rows.append(ActionRow(tx.txid, seq, tx.position, action))
             seq += 1
             if action.before is not None:
                 rows.append(LoanSpent(action.before.outpoint, tx.txid, action.kind))
                 ctx.loans.pop(action.before.outpoint, None)
-        for loan in created:
+        for loan in mine:
             rows.append(LoanCreated(loan, tx.position))
             ctx.loans[loan.outpoint] = loan
             for h in (loan.borrower_hash, loan.delegate_hash):
