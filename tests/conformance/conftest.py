@@ -1,7 +1,8 @@
 """One real `ladle up` for the whole conformance package, started with the suite's own
 machinery (tests/ladle/test_up.py), and the HTTP clients of its two base addresses. Every test
 module here runs on the package's event loop (`pytestmark` in each), so the one process, its
-output drains and the clients live on a single loop."""
+output drains and the clients live on a single loop. Broadcast transactions' scripts are
+checked with libauth (no `--no-verify`), so an "accepted" status means a valid signature."""
 
 from __future__ import annotations
 

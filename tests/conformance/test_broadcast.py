@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from bch.tx import TxOutput
 from tests.conformance.client import Ladle, assert_fields, bch_coin, is_hex64, pay_self, wait_status
 
-pytestmark = pytest.mark.asyncio(loop_scope="package")
+# One `ladle up` on the package's loop; it checks broadcast scripts with libauth (Node).
+pytestmark = [pytest.mark.asyncio(loop_scope="package"), pytest.mark.node]
 
 WALLET = 2
 STATUSES = {"broadcasting", "accepted", "rejected", "pending"}
@@ -88,6 +90,18 @@ async def test_double_spend_is_rejected(ladle: Ladle, bcast: httpx.AsyncClient) 
     _check_record(record, second.txid_hex)
     assert record["status"] == "rejected", record
     assert record["rejections"], "the rejecting node is named"
+
+
+async def test_invalid_signature_is_rejected(ladle: Ladle, bcast: httpx.AsyncClient) -> None:
+    """The node refuses a transaction whose signature does not cover its outputs."""
+    wallet = ladle.wallet(WALLET)
+    signed = pay_self(await bch_coin(ladle, wallet), wallet, 1000)
+    [output] = signed.outputs
+    forged = signed.replace(outputs=(TxOutput(output.value - 1, output.locking),))
+    r = await _post(bcast, {"tx": forged.hex()})
+    body = r.json()
+    assert_fields(body, ERROR, "invalid signature")
+    assert body["error"]["code"] == "REJECTED", body
 
 
 async def test_malformed_transaction_is_an_error(bcast: httpx.AsyncClient) -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conformance.client import Ladle, assert_fields, has_type, is_hex64
 
-pytestmark = pytest.mark.asyncio(loop_scope="package")
+# One `ladle up` on the package's loop; it checks broadcast scripts with libauth (Node).
+pytestmark = [pytest.mark.asyncio(loop_scope="package"), pytest.mark.node]
 
 DAY = 86400
 

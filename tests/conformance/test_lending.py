@@ -14,7 +14,8 @@ import pytest
 
 from tests.conformance.client import Ladle, has_type, is_hex64
 
-pytestmark = pytest.mark.asyncio(loop_scope="package")
+# One `ladle up` on the package's loop; it checks broadcast scripts with libauth (Node).
+pytestmark = [pytest.mark.asyncio(loop_scope="package"), pytest.mark.node]
 
 # "Known: action kinds of a loan are borrow, repay, redeem, refinance, add_collateral."
 ACTION_KINDS = {"borrow", "repay", "redeem", "refinance", "add_collateral"}

@@ -11,7 +11,8 @@ import pytest
 
 from tests.conformance.client import Ladle, assert_fields, is_hex64
 
-pytestmark = pytest.mark.asyncio(loop_scope="package")
+# One `ladle up` on the package's loop; it checks broadcast scripts with libauth (Node).
+pytestmark = [pytest.mark.asyncio(loop_scope="package"), pytest.mark.node]
 
 # Registry entry.
 REGISTRY_ENTRY = {

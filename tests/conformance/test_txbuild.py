@@ -25,7 +25,8 @@ from tests.conformance.client import (
     wait_status,
 )
 
-pytestmark = pytest.mark.asyncio(loop_scope="package")
+# One `ladle up` on the package's loop; it checks broadcast scripts with libauth (Node).
+pytestmark = [pytest.mark.asyncio(loop_scope="package"), pytest.mark.node]
 
 BCH = "bch"
 FEE_BPS = 10  # "currently 10 basis points (0.1%) of the trade"
