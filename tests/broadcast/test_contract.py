@@ -40,7 +40,7 @@ async def net() -> AsyncIterator[Devnet]:
 
 @pytest.fixture
 async def http(net: Devnet, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    running = await start_server(config_for(net, tmp_path / "r.sqlite", timeout=0.5), port=0)
+    running = await start_server(config_for(net, tmp_path / "r.sqlite"), port=0)
     try:
         async with httpx.AsyncClient(base_url=running.url, timeout=10) as client:
             yield client

@@ -40,8 +40,9 @@ async def served(nodes: int, tmp_path: Path) -> AsyncIterator[Served]:
     net = devnet(nodes)
     await net.start()
     try:
-        # 0.5 s per node: a "slow" node (2 s) times out, the others answer well within it.
-        service = BroadcastService(config_for(net, tmp_path / "r.sqlite", timeout=0.5))
+        # 1.5 s per node: a "T" node (4 s) times out, the others answer well within it even on
+        # a loaded machine.
+        service = BroadcastService(config_for(net, tmp_path / "r.sqlite", timeout=1.5))
         running = await start_server(service.config, port=0, service=service)
         try:
             async with httpx.AsyncClient(base_url=running.url, timeout=10) as http:
@@ -60,9 +61,9 @@ async def apply(net: Devnet, row: str) -> None:
         if kind == "R":
             node.set_faults(reject=REFUSAL)
         elif kind == "T":
-            node.set_faults(slow=2.0)
+            node.set_faults(slow=4.0)
         elif kind == "S":
-            node.set_faults(slow=0.15)
+            node.set_faults(slow=0.6)
         elif kind == "D":
             node.set_faults(down=True)
             await net.servers[k].apply_faults()
