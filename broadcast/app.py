@@ -30,16 +30,14 @@ from broadcast.errors import (
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
-    UNSUPPORTED_MEDIA_TYPE,
     ApiError,
 )
-from broadcast.request import check_txid, parse_request
+from broadcast.request import JSON_TYPE, check_content_type, check_txid, parse_request
 from broadcast.service import BroadcastService
 from rest.catchall import CatchAll
 
 log = logging.getLogger(__name__)
 
-JSON_TYPE = "application/json"
 DRAIN_LIMIT = 64 << 20  # an oversized body is read (and dropped) up to this, then cut off
 
 
@@ -80,19 +78,11 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-
-
 def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
     """The ASGI app. With `manage`, the app's lifespan starts and closes `service`."""
 
     async def post_broadcast(request: Request) -> Response:
-        if _media_type(request) != JSON_TYPE:
-            raise ApiError(
-                UNSUPPORTED_MEDIA_TYPE,
-                f"Content-Type must be {JSON_TYPE}, got {request.headers.get('content-type')!r}",
-            )
+        check_content_type(request.headers.getlist("content-type"))
         body = await read_body(request, service.config.max_body)
         return JsonResponse(await service.broadcast(parse_request(body)))
 

@@ -32,7 +32,8 @@ _PHRASES = {
     Reason.NONSTANDARD: "a non-standard transaction (relay policy)",
     Reason.INVALID: "an invalid transaction (consensus rules)",
     Reason.MALFORMED: "a malformed transaction",
-    Reason.UNKNOWN: "an unrecognised reason",
+    Reason.OTHER: "a reason the service does not recognise (see the nodes' messages)",
+    Reason.UNKNOWN: "an unknown reason",
 }
 
 

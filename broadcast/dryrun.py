@@ -75,7 +75,7 @@ def malformed(message: str) -> Validation:
 
 def _violation_reason(violation: policy.PolicyViolation) -> Reason:
     classified = classify_message(violation.reason).reason
-    return classified if classified not in (None, Reason.UNKNOWN) else Reason.NONSTANDARD
+    return classified if classified not in (None, Reason.OTHER) else Reason.NONSTANDARD
 
 
 def _first(check: str, violations: Sequence[policy.PolicyViolation]) -> None:

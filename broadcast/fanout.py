@@ -149,7 +149,7 @@ class Broadcaster:
                 continue
             flight.remaining += 1
             self._spawn(self._asks, self._ask(flight, index, link, raw_hex, txid))
-        self._spawn(self._saves, self._save(flight.record))
+        self._spawn(self._saves, self._save_latest(flight))
         if flight.remaining == 0:
             self._flights.pop(txid, None)
             flight.settled.set()
@@ -167,6 +167,12 @@ class Broadcaster:
             await self.store.put(record)
         except Exception:
             log.exception("writing the broadcast record of %s failed", record.txid)
+
+    async def _save_latest(self, flight: _Flight) -> None:
+        """The first write of a fan-out, as a task: by the time it runs, a node may have
+        answered and its verdict been written (an unreachable node answers at once), so it
+        writes the flight's freshest record, never the empty one over theirs."""
+        await self._save(flight.record)
 
     async def _ask(
         self, flight: _Flight, index: int, link: NodeLink, raw_hex: str, txid: str

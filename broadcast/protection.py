@@ -21,6 +21,9 @@ NFT_BURN = "NFT_BURN"
 INPUTS_UNKNOWN = "INPUTS_UNKNOWN"  # the rules cannot be evaluated: fail closed
 
 _FIELDS = ("max_fee_per_byte", "reject_token_burn", "reject_nft_burn")
+# The whole 21 million BCH, in sats: a bound every meaningful cap is under, written into the
+# OpenAPI schema so that the schema and the parser agree on every number.
+MAX_FEE_PER_BYTE_LIMIT = 2_100_000_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +52,12 @@ class Protection:
             isinstance(max_fee, bool)
             or not isinstance(max_fee, int | float)
             or not math.isfinite(max_fee)
-            or max_fee < 0
+            or not 0 <= max_fee <= MAX_FEE_PER_BYTE_LIMIT
         ):
-            raise ValueError("protection.max_fee_per_byte must be a non-negative number")
+            raise ValueError(
+                "protection.max_fee_per_byte must be a number from 0 to "
+                f"{MAX_FEE_PER_BYTE_LIMIT} (sats per byte)"
+            )
         flags = {}
         for key in ("reject_token_burn", "reject_nft_burn"):
             value = obj.get(key, False)
@@ -148,6 +154,10 @@ def inputs_unknown(
             "reason": INPUTS_UNKNOWN,
             "inputs": list(missing),
             "outpoints": outpoints,
+            # the same members as every other violation; the fee needs every spent output
+            "fee": None,
+            "size": tx.size(),
+            "fee_per_byte": None,
             "max_fee_per_byte": rules.max_fee_per_byte,
         },
     )

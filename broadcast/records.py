@@ -120,14 +120,33 @@ class BroadcastRecord:
         return replace(self, slots=slots, updated=now, expires=now + ttl)
 
     def rejections(self) -> list[dict[str, object]]:
-        """Nodes that answered without accepting: rejections and unknown outcomes."""
+        """The nodes that refused the transaction, with the normalised reason and the node's raw
+        message. Nodes without a verdict (timeouts, unreachable) are not refusals: they are in
+        `nodes` with state `unknown`, so a client counting rejections counts what the majority
+        rule counts."""
         out: list[dict[str, object]] = []
         for slot in self.slots:
             v = slot.verdict
-            if v is not None and v.outcome is not Outcome.ACCEPTED:
-                reason = v.reason or Reason.UNKNOWN
+            if v is not None and v.outcome is Outcome.REJECTED:
+                reason = v.reason or Reason.OTHER
                 out.append({"node": slot.node, "reason": reason.value, "message": v.message})
         return out
+
+    def node_states(self) -> list[dict[str, object]]:
+        """Every configured node's state, verdict and raw message (outstanding: nulls)."""
+        return [
+            {
+                "node": s.node,
+                "weight": s.weight,
+                "state": s.state(),
+                "reason": None
+                if s.verdict is None or s.verdict.reason is None
+                else s.verdict.reason.value,
+                "message": None if s.verdict is None else s.verdict.message,
+                "elapsed_ms": None if s.verdict is None else round(s.verdict.elapsed * 1000, 1),
+            }
+            for s in self.slots
+        ]
 
     def to_json(self) -> dict[str, object]:
         """The status record as `GET /broadcast/status/<txid>` returns it."""
@@ -143,19 +162,7 @@ class BroadcastRecord:
             "updated": int(self.updated),
             "block_height": self.block_height,
             "confirmations": self.confirmations,
-            "nodes": [
-                {
-                    "node": s.node,
-                    "weight": s.weight,
-                    "state": s.state(),
-                    "reason": None
-                    if s.verdict is None or s.verdict.reason is None
-                    else s.verdict.reason.value,
-                    "message": None if s.verdict is None else s.verdict.message,
-                    "elapsed_ms": None if s.verdict is None else round(s.verdict.elapsed * 1000, 1),
-                }
-                for s in self.slots
-            ],
+            "nodes": self.node_states(),
         }
 
     def needs_recheck(self) -> bool:

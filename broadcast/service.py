@@ -55,6 +55,7 @@ _HEADLINES = {
     Reason.NONSTANDARD: "Non-standard transaction",
     Reason.INVALID: "Invalid transaction",
     Reason.MALFORMED: "Malformed transaction",
+    Reason.OTHER: "Transaction rejected",
     Reason.UNKNOWN: "Transaction rejected",
 }
 
@@ -249,7 +250,7 @@ class BroadcastService:
             return summary
         t = record.tally
         if status is Status.REJECTED:
-            reason = t.majority_reason or Reason.UNKNOWN
+            reason = t.majority_reason or Reason.OTHER
             raw = next(
                 (
                     r["message"]
@@ -273,6 +274,7 @@ class BroadcastService:
             **summary,
             "reason": None if t.majority_reason is None else t.majority_reason.value,
             "rejections": record.rejections(),
+            "nodes": record.node_states(),  # the nodes without a verdict too: why it failed
         }
         extra: dict[str, Any] = {"txid": record.txid}
         if with_diagnosis:

@@ -1,13 +1,15 @@
 """One node's answer to a broadcast, normalised to a reason (shared/reference/electrum.md).
 
 Nodes word rejections differently (BCHN reason codes, Fulcrum's wrapper, older "Missing inputs"
-text), so a verdict keeps the raw message and adds one of eight reasons clients can act on.
-The leading reject code decides first; only if it is not recognised is the whole text searched,
-so words inside a node's debug detail cannot change the class.
+text), so a verdict keeps the raw message and adds a reason clients can act on. The leading reject
+code decides first; only if it is not recognised is the whole text searched, so words inside a
+node's debug detail cannot change the class.
 
-Only code-1 answers are classified from their text. Transport errors, timeouts, codes 2/3/4 and
-messages matching no row mean the outcome is unknown, and are confirmed later with
-`transaction.get_height`.
+A code-1 answer is the node refusing the transaction, so it is a rejection even when no row
+knows its words (reason `other`, the raw message kept): counting it as "no verdict" would let
+nodes that refused it leave the majority to the one that took it. Transport errors, timeouts
+and codes 2/3/4 say nothing about the transaction: the outcome is unknown (reason `unknown`)
+and is confirmed later with `transaction.get_height`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Reason(StrEnum):
     NONSTANDARD = "nonstandard"
     INVALID = "invalid"
     MALFORMED = "malformed"
-    UNKNOWN = "unknown"
+    OTHER = "other"  # refused, in words no row knows
+    UNKNOWN = "unknown"  # no verdict: timeout, unreachable, codes 2/3/4
 
 
 # Substrings meaning "the node has it": already in its mempool or confirmed.
@@ -103,6 +106,7 @@ class Classification:
 
 ACCEPTED = Classification(Outcome.ACCEPTED, None)
 UNKNOWN = Classification(Outcome.UNKNOWN, Reason.UNKNOWN)
+OTHER = Classification(Outcome.REJECTED, Reason.OTHER)
 
 
 def node_message(message: str) -> str:
@@ -126,14 +130,15 @@ def _search(text: str, *, leading: bool) -> Classification | None:
 
 
 def classify_message(message: str) -> Classification:
-    """Classify a node's rejection text (wrapped by Fulcrum or not)."""
+    """Classify a node's rejection text (wrapped by Fulcrum or not); text no row knows is
+    still a rejection (`other`)."""
     text = node_message(message)
     leading = _LEADING_CODE.match(text)
     if leading is not None:
         found = _search(leading.group(1), leading=True)
         if found is not None:
             return found
-    return _search(text, leading=False) or UNKNOWN
+    return _search(text, leading=False) or OTHER
 
 
 def classify_error(code: int, message: str) -> Classification:

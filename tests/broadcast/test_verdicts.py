@@ -79,9 +79,14 @@ def test_codes_other_than_rejection_leave_the_outcome_unknown(code: int) -> None
     assert (found.outcome, found.reason) == (Outcome.UNKNOWN, Reason.UNKNOWN)
 
 
-def test_unrecognised_rejection_is_unknown() -> None:
-    found = classify_error(1, FULCRUM.format("something no table knows"))
-    assert (found.outcome, found.reason) == (Outcome.UNKNOWN, Reason.UNKNOWN)
+@pytest.mark.parametrize(
+    "message", ["something no table knows", "", "bad-request: policy 7 says no"]
+)
+def test_unrecognised_refusal_is_still_a_rejection(message: str) -> None:
+    # code 1 is the node refusing: the words are unknown, the refusal is not
+    found = classify_error(1, FULCRUM.format(message))
+    assert (found.outcome, found.reason) == (Outcome.REJECTED, Reason.OTHER)
+    assert classify_error(1, message).outcome is Outcome.REJECTED  # without Fulcrum's wrapper
 
 
 def test_leading_code_decides_over_words_in_the_detail() -> None:
@@ -94,7 +99,7 @@ def test_leading_code_decides_over_words_in_the_detail() -> None:
 
 
 def test_version_only_counts_as_the_reject_code() -> None:
-    assert classify_message("unsupported version of something").outcome is Outcome.UNKNOWN
+    assert classify_message("unsupported version of something").reason is Reason.OTHER
     assert classify_message("version").reason is Reason.NONSTANDARD
 
 
