@@ -34,7 +34,18 @@ SCHEMAS: dict[str, Schema] = {
         },
     ),
     "FeedHistory": array(ref("FeedPoint")),
-    "FeedClosest": nullable(ref("FeedPoint")),
+    "FeedClosestPoint": obj(
+        "The feed update closest to a time.",
+        {
+            "oracle_timestamp": {**TIME, "description": "the oracle's own timestamp"},
+            "oracle_price": {**UINT, "description": "US cents per BCH"},
+            "oracle_sequence": {**UINT, "description": "the feed's update sequence"},
+            "token_id": {**HEX64, "description": "the feed's token category (the oracle's)"},
+            "txid": HEX64,
+            "blockhash": {**HEX64, "description": "the block that mined the update"},
+        },
+    ),
+    "FeedClosest": nullable(ref("FeedClosestPoint")),
     "RegistryEntry": obj(
         "A registry's current snapshot of the token's identity, flattened.",
         {
