@@ -483,8 +483,9 @@ def op(
 
 
 def _paths() -> dict[str, Any]:
-    pool_active = [q_token(), q_pkh()]
-    active_desc = "At least one of token and pkh; both = pools of that owner and token."
+    user = _param("user", "query", HEX40, "another name for pkh (not both)", False)
+    pool_active = [q_token(), q_pkh(), user]
+    active_desc = "At least one of token and pkh (or user); both = pools of that owner and token."
     return {
         "/tokenpool/pool/active": op("Live pools", "PoolActive", pool_active, active_desc),
         "/tokenpool/pools": op(

@@ -27,14 +27,18 @@ from rest.routes.common import context, require_token, token_id
 
 async def pool_active(request: Request) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("token", "pkh"))
-    token_text, pkh_text = query.get("token"), query.get("pkh")
-    if token_text is None and pkh_text is None:
+    query = Query(request.query_params, ("token", "pkh", "user"))
+    token_text, pkh_text, user_text = query.get("token"), query.get("pkh"), query.get("user")
+    # The specification's description calls the owner filter `user` too: the same filter.
+    if pkh_text is not None and user_text is not None:
+        raise ApiError.bad("user", "the same filter as pkh: give one of them")
+    owner_name, owner_text = ("user", user_text) if user_text is not None else ("pkh", pkh_text)
+    if token_text is None and owner_text is None:
         raise ApiError(
-            400, "missing_parameter", "token or pkh: give at least one", parameter="token"
+            400, "missing_parameter", "token or pkh (user): give at least one", parameter="token"
         )
     token = None if token_text is None else await token_id(ctx, token_text)
-    pkh = None if pkh_text is None else parse_pkh("pkh", pkh_text)
+    pkh = None if owner_text is None else parse_pkh(owner_name, owner_text)
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:

@@ -65,9 +65,14 @@ async def test_active_pools_per_token_owner_and_both(
     for pkh in owners:
         want = [pool_json(u, world) for u in live if u.owner == pkh]
         assert await get(client, f"/dex/pool/active?pkh={pkh}") == {"active": want}
+        # `user`: the specification's other name for pkh, on both paths.
+        assert await get(client, f"/dex/pool/active?user={pkh}") == {"active": want}
+        assert await get(client, f"/tokenpool/pool/active?user={pkh}") == {"active": want}
     u = live[len(live) // 2]
     both = [pool_json(v, world) for v in live if (v.owner, v.category) == (u.owner, u.category)]
     got = await get(client, f"/tokenpool/pool/active?token={u.category}&pkh={u.owner}")
+    assert got == {"active": both}
+    got = await get(client, f"/dex/pool/active?token={u.category}&user={u.owner.upper()}")
     assert got == {"active": both}
 
 
