@@ -126,6 +126,10 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
+    # Starlette would answer `/broadcast/` with a 307 (method and body kept) to an absolute URL
+    # built from the client's Host header: a redirect-following client would re-POST its signed
+    # transaction to whatever host it named. A trailing-slash path is a JSON 404 instead.
+    app.router.redirect_slashes = False
     app.state.service = service
     return app
 

@@ -275,7 +275,7 @@ def identity_snapshot(
 
 @dataclass(frozen=True, slots=True)
 class FileMeta:
-    expected_hash: str | None  # hex of the published digest (None: an off-chain source)
+    expected_hash: str | None  # hex of the published digest (off chain: the copy's own)
     actual_hash: str | None  # hex sha256 of the raw bytes fetched
     source: str  # "onchain", or the off-chain source's name
 

@@ -83,6 +83,9 @@ def create_app(config: RestConfig | None = None) -> Starlette:
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )
+    # Starlette would answer `/x/` with a 307 to an absolute URL built from the client's Host
+    # header (an open redirect); a trailing-slash path is a plain JSON 404 instead.
+    app.router.redirect_slashes = False
     app.state.ctx = ctx
     return app
 

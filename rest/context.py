@@ -2,8 +2,9 @@
 endpoint takes (synced check, ETag/304, per-version cache, one snapshot per computation).
 
 The index watcher also keeps what is derived from the index but changes between blocks (the
-registry tables the fetch job writes, the index-backed registry and USD feed) current: each
-poll of the tip syncs them (`SourceWatcher`), so a request reads their revisions from memory."""
+registry tables the fetch job writes, the index-backed registry and USD feed, the indexer's
+mempool overlay) current: each poll of the tip syncs them (`SourceWatcher`), so a request
+reads their revisions from memory."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from rest.config import RestConfig
 from rest.db import IndexVersion, IndexWatcher, ReaderPool, Snapshot
 from rest.errors import database_unavailable, not_synced
 from rest.index_tokens import IndexRegistry, IndexSource, IndexUsdOracle, RegistryTables
+from rest.mempool import MempoolOverlay
 from rest.metrics import Metrics
 from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
 from rest.ratelimit import RateLimiter
@@ -74,6 +76,7 @@ class ApiContext:
     metrics: Metrics
     limiter: RateLimiter | None
     registry_tables: RegistryTables  # revision of the registry tables, for /registry answers
+    mempool: MempoolOverlay  # revision of the mempool overlay, for the pool listings
     chain_height: int | None = None  # last answer of config.chain_tip
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)
@@ -82,7 +85,8 @@ class ApiContext:
     def create(cls, config: RestConfig) -> ApiContext:
         pool = ReaderPool(config.db_path, config.readers)
         tables = RegistryTables()
-        sources: list[IndexSource] = [tables]
+        mempool = MempoolOverlay()
+        sources: list[IndexSource] = [tables, mempool]
         for source in (config.registry, config.usd):
             if isinstance(source, IndexRegistry | IndexUsdOracle):
                 sources.append(source)
@@ -96,6 +100,7 @@ class ApiContext:
             metrics=Metrics(),
             limiter=RateLimiter(config.rate_limit) if config.rate_limit else None,
             registry_tables=tables,
+            mempool=mempool,
         )
 
     def now(self) -> int:
@@ -147,15 +152,21 @@ class ApiContext:
         *,
         requested_time: int | None = None,
         from_memory: FromMemory | None = None,
+        mempool: bool = False,
     ) -> Response:
         """Serve `key` at the current index version: 304 if the client has it, the cached
         answer if there is one, else `from_memory(tip)` when it has the answer, else
         `compute(snapshot)`; either is serialised and cached.
 
         `from_memory` skips the read snapshot (BEGIN, tip, COMMIT: three hops through SQLite's
-        thread, queued behind the other readers under load), which dominated a cheap miss."""
+        thread, queued behind the other readers under load), which dominated a cheap miss.
+
+        `mempool`: the answer applies the mempool overlay, so it is keyed (cache and ETag) on
+        the overlay's revision too, read after the tip (the first read syncs both)."""
         cfg = self.config
         tip = await self.version()
+        if mempool:
+            key = (key, self.mempool.revision)
         self.check_synced(tip, requested_time)
         etag = make_etag(tip, key)
         unchanged = not_modified(request, tip, etag, cfg.max_age)

@@ -57,19 +57,6 @@ async def lineage_known(conn: aiosqlite.Connection, pool_id: str) -> bool:
     return r is not None
 
 
-async def active_pools_page(
-    conn: aiosqlite.Connection, limit: int, offset: int
-) -> tuple[list[PoolRow], int]:
-    """Live pools of every token (token, then chain order), one page, and the total."""
-    rows = await conn.execute_fetchall(
-        f"SELECT {_POOL} FROM cauldron_pools WHERE spent_height IS NULL "
-        "ORDER BY category, height, position, vout LIMIT ? OFFSET ?",
-        (limit, offset),
-    )
-    total = await _one(conn, "SELECT count(*) FROM cauldron_pools WHERE spent_height IS NULL")
-    return [_pool(r) for r in rows], int(total[0])
-
-
 async def trade_count(conn: aiosqlite.Connection, token_id: str | None = None) -> int:
     """Rows of `cauldron_trades` (a transaction's buys or sells of one token)."""
     if token_id is None:

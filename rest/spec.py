@@ -106,19 +106,22 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "PoolActive": obj("Live pools of a token and/or owner.", {"active": array(ref("Pool"))}),
     "PoolPage": obj(
-        "Live pools of every token, by token then chain order.",
+        "Live pools of every token at their latest state, by token then chain order.",
         {"pools": array(ref("Pool")), "total": {**UINT, "description": "all live pools"}},
     ),
     "TokenPoolTokens": obj(
-        "Tokens seen in pools, in the order they appeared.",
+        "Tokens with at least one live pool, in the order they appeared.",
         {
             "tokens": array(
                 obj(
                     "A token.",
                     {
                         "token_id": HEX64,
-                        "first_seen_height": UINT,
-                        "first_seen_time": TIME,
+                        "first_seen_height": {
+                            **nullable(UINT),
+                            "description": "null: its only pools are unconfirmed",
+                        },
+                        "first_seen_time": nullable(TIME),
                         "first_pool_id": POOL_ID,
                         "pools": {**UINT, "description": "live pools"},
                         "tvl_sats": UINT,
@@ -483,14 +486,36 @@ def op(
 
 
 def _paths() -> dict[str, Any]:
-    pool_active = [q_token(), q_pkh()]
-    active_desc = "At least one of token and pkh; both = pools of that owner and token."
+    user = _param("user", "query", HEX40, "another name for pkh (not both)", False)
+    pool_active = [q_token(), q_pkh(), user]
+    latest_desc = (
+        "Pools at their latest state: a pool a mempool transaction spent is left out, the "
+        "pools mempool transactions created are in (after the confirmed ones)."
+    )
+    active_desc = (
+        "At least one of token and pkh (or user); both = pools of that owner and token. "
+        + latest_desc
+    )
     return {
         "/tokenpool/pool/active": op("Live pools", "PoolActive", pool_active, active_desc),
         "/tokenpool/pools": op(
-            "Every live pool (paged)", "PoolPage", [q_limit(prm.POOLS_LIMIT), q_offset()]
+            "Every live pool, at its latest state",
+            "PoolPage",
+            [
+                _param(
+                    "limit",
+                    "query",
+                    {"type": "integer", "minimum": 1, "maximum": prm.POOLS_LIMIT.maximum},
+                    "at most this many pools (default: all)",
+                    False,
+                ),
+                q_offset(),
+            ],
+            latest_desc,
         ),
-        "/tokenpool/tokens": op("Tokens seen in pools", "TokenPoolTokens", []),
+        "/tokenpool/tokens": op(
+            "Tokens with at least one live pool", "TokenPoolTokens", [], latest_desc
+        ),
         "/dex/contract/count": op("Pool contract counts", "ContractCount", []),
         "/dex/contract/count/{token}": op(
             "A token's pool contract counts", "ContractCount", [p_token()]

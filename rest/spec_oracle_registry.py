@@ -34,7 +34,18 @@ SCHEMAS: dict[str, Schema] = {
         },
     ),
     "FeedHistory": array(ref("FeedPoint")),
-    "FeedClosest": nullable(ref("FeedPoint")),
+    "FeedClosestPoint": obj(
+        "The feed update closest to a time.",
+        {
+            "oracle_timestamp": {**TIME, "description": "the oracle's own timestamp"},
+            "oracle_price": {**UINT, "description": "US cents per BCH"},
+            "oracle_sequence": {**UINT, "description": "the feed's update sequence"},
+            "token_id": {**HEX64, "description": "the feed's token category (the oracle's)"},
+            "txid": HEX64,
+            "blockhash": {**HEX64, "description": "the block that mined the update"},
+        },
+    ),
+    "FeedClosest": nullable(ref("FeedClosestPoint")),
     "RegistryEntry": obj(
         "A registry's current snapshot of the token's identity, flattened.",
         {
@@ -46,16 +57,20 @@ SCHEMAS: dict[str, Schema] = {
                     {"category": HEX64, "symbol": STRING, "decimals": {**UINT, "maximum": 18}},
                 )
             ),
-            "uris": obj("Links.", {"icon": nullable(STRING), "web": nullable(STRING)}),
+            "uris": obj(
+                "Links, as the registry gives them; null where it gives none.",
+                {"icon": nullable(STRING), "web": nullable(STRING)},
+            ),
             "filemeta": obj(
                 "Where the entry comes from.",
                 {
                     "expected_hash": {
-                        **nullable(HEX64),
-                        "description": "the hash published on chain (null off chain)",
+                        **HEX64,
+                        "description": "the hash published on chain (off chain, where "
+                        "nothing publishes one: the stored copy's, = actual_hash)",
                     },
                     "actual_hash": {
-                        **nullable(HEX64),
+                        **HEX64,
                         "description": "sha256 of the stored copy's raw bytes",
                     },
                     "source": {
@@ -112,12 +127,14 @@ def paths() -> dict[str, Any]:
             "The token's on-chain registry entry",
             "RegistryToken",
             [category],
-            "null when no registry on the token's authchain has a stored copy describing it.",
+            "null when no registry on the token's authchain has a stored copy describing it, "
+            "or no token has the symbol.",
         ),
         "/registry/token/{category}/all": op(
             "Every registry's entry for the token",
             "RegistryTokenAll",
             [category],
-            "On-chain first, then each configured off-chain source (by name) describing it.",
+            "On-chain first, then each configured off-chain source (by name) describing it; "
+            "[] when none does, or no token has the symbol.",
         ),
     }

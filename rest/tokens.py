@@ -99,6 +99,14 @@ class NoUsdOracle:
         return None
 
 
+class UnknownSymbolError(ApiError):
+    """A well-formed symbol no token has: a 404 where a token must exist; the registry
+    endpoints catch it and answer as for an unknown id (`null`, `[]`)."""
+
+    def __init__(self, symbol: str) -> None:
+        super().__init__(404, "unknown_token", f"no token with the symbol {symbol!r}")
+
+
 def parse_token_id(name: str, text: str) -> str:
     """A 64-hex category (either case) → lower-case display hex, else 400."""
     if not TOKEN_ID.match(text):
@@ -114,8 +122,8 @@ async def resolve_token(registry: TokenRegistry, name: str, text: str) -> str:
     """A token parameter (id or symbol) → its 64-hex id.
 
     All-hex text longer than a symbol may be must be a full id (so a 63-hex typo is a 400,
-    not an unknown symbol). An unknown symbol is a 404; a symbol shared by several tokens is a
-    400 listing them."""
+    not an unknown symbol). An unknown symbol is a 404 (`UnknownSymbolError`); a symbol shared
+    by several tokens is a 400 listing them."""
     if TOKEN_ID.match(text):
         return text.lower()
     if is_token_id_like(text):
@@ -125,7 +133,7 @@ async def resolve_token(registry: TokenRegistry, name: str, text: str) -> str:
     found = await registry.by_symbol(text)
     ids = sorted({m.token_id.lower() for m in found})
     if not ids:
-        raise ApiError.not_found("unknown_token", f"no token with the symbol {text!r}")
+        raise UnknownSymbolError(text)
     if len(ids) > 1:
         shown = {m.token_id.lower(): m for m in found}
         candidates = [

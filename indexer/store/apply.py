@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time as _time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,11 @@ from indexer.store.db import (
     submit,
 )
 from indexer.store.mempool import MempoolTracker
+from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
+from indexer.store.overlay import overlay_rows, write_overlay
 from indexer.store.schema import CORE_MIGRATIONS, Migration, applied_versions, migrate
+
+_log = logging.getLogger("ladle.store")
 
 # Up to this many pending outpoints, conflicts are found by searching the raw block for each
 # outpoint; beyond it every block transaction is decoded once instead.
@@ -286,6 +291,10 @@ class Store:
         self._bulk_wal = False  # checkpoints spaced for a bulk run (`_BULK_WAL`)
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
+        # What the mempool overlay holds now (rows, base tip); None: rewrite at the next call.
+        self._overlay_written: tuple[list[tuple[object, ...]], tuple[int, bytes] | None] | None = (
+            None
+        )
         # Where decoders may fetch outputs the index never saw (the follower sets its server).
         self.prevouts: PrevoutFetcher | None = None
 
@@ -314,7 +323,11 @@ class Store:
         chosen = list(decoders) if decoders is not None else create_decoders(snapshot=snap)
         conn = await open_writer(path)
         try:
-            migrations = [*CORE_MIGRATIONS, *(m for d in chosen for m in d.migrations)]
+            migrations = [
+                *CORE_MIGRATIONS,
+                *OVERLAY_MIGRATIONS,
+                *(m for d in chosen for m in d.migrations),
+            ]
             if await bulk.deferred(conn) and await _pending(conn, migrations):
                 await bulk.restore(conn)  # migrations find the schema they wrote
             await migrate(conn, migrations)
@@ -328,6 +341,7 @@ class Store:
                 bulk_batch_seconds=bulk_batch_seconds,
             )
             await store._reload()
+            await store._sync_overlay()  # a previous run's overlay is stale: start empty
         except BaseException:
             await conn.close()
             raise
@@ -352,6 +366,7 @@ class Store:
                 await self._commit_held()
                 await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             await self._end_bulk_wal()
+            await self._sync_overlay()
 
     async def _end_bulk_wal(self) -> None:
         """Back to the usual checkpoints once a bulk run ends (`indexer.store.db`): the next
@@ -488,6 +503,7 @@ class Store:
                 await self._recover()
                 raise
             await self._reload()
+            await self._sync_overlay()
             return removed
 
     # --- mempool -------------------------------------------------------------------------------
@@ -511,6 +527,7 @@ class Store:
                     used = True
             if used:
                 self._mempool.add(txid, parsed)
+                await self._sync_overlay()
             return used
 
     async def evict(self, txids: Iterable[bytes]) -> set[bytes]:
@@ -523,6 +540,7 @@ class Store:
                 for d in self.decoders:
                     d.mempool_evict(gone)
                 self._retain_mempool()
+                await self._sync_overlay()
             return gone
 
     def mempool_txids(self) -> set[bytes]:
@@ -615,6 +633,7 @@ class Store:
                 self._retain_mempool()
             self._tip_now = ChainTip(height, block_hash, ctx.time)
             self._dirty = False
+            await self._sync_overlay()
             return AppliedBlock(height, block_hash, candidates, written)
 
     def _batch_full(self) -> bool:
@@ -676,6 +695,29 @@ class Store:
                     if loser is not None:
                         losers.add(loser)
         return losers | self._mempool.descendants(losers)
+
+    async def _sync_overlay(self) -> None:
+        """Rewrite the mempool overlay (`indexer.store.overlay`) if the snapshot's unconfirmed
+        part or the tip it sits on changed since the last write. Not while blocks are held
+        (their transaction is open; no mempool is tracked during a sync anyway): the next call
+        after their commit writes it. An overlay that cannot be written is logged and retried
+        at the next call: it is beside the index, which it never holds back."""
+        if self._held or self._dirty:
+            return
+        rows = overlay_rows(self.snapshot)
+        tip = self._tip_now
+        base = None if tip is None else (tip.height, tip.hash)
+        if self._overlay_written is not None:
+            last_rows, last_base = self._overlay_written
+            if last_rows == rows and (last_base == base or not rows):
+                return  # unchanged, or empty before and after: readers see nothing either way
+        try:
+            await write_overlay(self.conn, rows, *(base or (None, None)))
+        except Exception:
+            _log.exception("writing the mempool overlay failed (retried at the next change)")
+            self._overlay_written = None
+            return
+        self._overlay_written = (rows, base)
 
     def _retain_mempool(self) -> None:
         keep: set[bytes] = set()

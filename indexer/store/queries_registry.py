@@ -6,7 +6,7 @@ a stored copy, that copy's identity snapshot current at `now`, flattened to the 
 `filemeta.{expected_hash, actual_hash, source: "onchain"}`. The copy is the last good one; when
 no fetch ever matched the published hash the last valid-JSON copy is served and
 `expected_hash != actual_hash` says so. `/all` adds each configured off-chain registry that
-describes the identity, with its own `source`.
+describes the identity, with its own `source` and both hashes the stored copy's sha256.
 """
 
 from __future__ import annotations
@@ -79,7 +79,11 @@ async def all_entries(conn: aiosqlite.Connection, category: str, now: int) -> li
         doc = _parse(bytes(content))
         snap = None if not isinstance(doc, dict) else identity_snapshot(doc, category, now)
         if snap is not None:
-            meta = FileMeta(None, None if actual is None else bytes(actual).hex(), str(source))
+            # Nothing publishes a hash for an off-chain list: the copy its configured source
+            # served is the expected one, so both hashes are that copy's (the field stays the
+            # string the specification types it as; only on-chain entries can mismatch).
+            digest = None if actual is None else bytes(actual).hex()
+            meta = FileMeta(digest, digest, str(source))
             out.append(flatten_entry(snap[1], meta))
     return out
 

@@ -1,8 +1,10 @@
 """Oracle feeds: `/oracle/feed/<token>/history` and `/oracle/feed/closest`.
 
-A feed is named by its 64-hex token category (the oracle NFT's). Each entry is one update of
-the feed (`time` the oracle's own timestamp, `price` integer US cents per BCH, the `txid` and
-`blockhash` that carried it, its `sequence`), read by `indexer.store.queries_oracle`. A feed the
+A feed is named by its 64-hex token category (the oracle NFT's). Each history entry is one update
+of the feed (`time` the oracle's own timestamp, `price` integer US cents per BCH, the `txid` and
+`blockhash` that carried it, its `sequence`), read by `indexer.store.queries_oracle`; `closest`
+answers one update in the specification's own shape (`oracle_timestamp`, `oracle_price`,
+`oracle_sequence`, `token_id`, `txid`, `blockhash`). A feed the
 index has no update of answers `[]` / `null`, like one that is merely quiet.
 """
 
@@ -36,6 +38,19 @@ def point(p: qo.FeedPoint) -> dict[str, Any]:
         "txid": p.txid,
         "blockhash": p.blockhash,
         "sequence": p.sequence,
+    }
+
+
+def closest_point(category: str, p: qo.FeedPoint) -> dict[str, Any]:
+    """The specification's closest-price object: its own field names (not the history
+    entry's), and the feed it came from."""
+    return {
+        "oracle_timestamp": p.time,
+        "oracle_price": p.price,
+        "oracle_sequence": p.sequence,
+        "token_id": category,
+        "txid": p.txid,
+        "blockhash": p.blockhash,
     }
 
 
@@ -91,7 +106,7 @@ async def closest(request: Request) -> Response:
 
     async def compute(snap: Snapshot) -> Any:
         found = await qo.feed_closest(snap.conn, token, timestamp)
-        return None if found is None else point(found)
+        return None if found is None else closest_point(token, found)
 
     key = ("oracle_closest", token, timestamp)
     return await ctx.answer(request, key, compute, requested_time=timestamp)

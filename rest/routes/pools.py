@@ -1,4 +1,8 @@
-"""Pools: `/tokenpool/*`, `/dex/pool/*`, `/dex/contract/count`, `/dex/token/<t>/first_pool`."""
+"""Pools: `/tokenpool/*`, `/dex/pool/*`, `/dex/contract/count`, `/dex/token/<t>/first_pool`.
+
+The pool listings (`pool/active`, `/tokenpool/pools`, `/tokenpool/tokens`) show the pools at
+their latest state, the mempool applied (`rest.mempool`), as the router trades them; the
+other figures (counts, history, first pool) are the confirmed index's."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from rest import shapes
 from rest.apy_index import combine, owner_apy, token_apys
 from rest.db import Snapshot
 from rest.errors import ApiError
+from rest.mempool import read_overlay
 from rest.params import (
     DEFAULT_SERIES_SPAN,
     MIN_APY_WINDOW,
@@ -27,36 +32,52 @@ from rest.routes.common import context, require_token, token_id
 
 async def pool_active(request: Request) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("token", "pkh"))
-    token_text, pkh_text = query.get("token"), query.get("pkh")
-    if token_text is None and pkh_text is None:
+    query = Query(request.query_params, ("token", "pkh", "user"))
+    token_text, pkh_text, user_text = query.get("token"), query.get("pkh"), query.get("user")
+    # The specification's description calls the owner filter `user` too: the same filter.
+    if pkh_text is not None and user_text is not None:
+        raise ApiError.bad("user", "the same filter as pkh: give one of them")
+    owner_name, owner_text = ("user", user_text) if user_text is not None else ("pkh", pkh_text)
+    if token_text is None and owner_text is None:
         raise ApiError(
-            400, "missing_parameter", "token or pkh: give at least one", parameter="token"
+            400, "missing_parameter", "token or pkh (user): give at least one", parameter="token"
         )
     token = None if token_text is None else await token_id(ctx, token_text)
-    pkh = None if pkh_text is None else parse_pkh("pkh", pkh_text)
+    pkh = None if owner_text is None else parse_pkh(owner_name, owner_text)
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
-        if token is not None:
+        overlay = await read_overlay(snap.conn, snap.tip)
+        if token is not None and not overlay.has_token(token):
             await require_token(ctx, snap, token)
         rows = await q.active_pools(snap.conn, token=token, pkh=pkh)
-        return {"active": [shapes.pool(p, prefix) for p in rows]}
+        latest = overlay.apply(rows, token, pkh)
+        return {"active": [shapes.pool(p, prefix) for p in latest]}
 
-    return await ctx.answer(request, ("pool_active", token, pkh), compute)
+    return await ctx.answer(request, ("pool_active", token, pkh), compute, mempool=True)
 
 
 async def pools(request: Request) -> Response:
     ctx = context(request)
     query = Query(request.query_params, ("limit", "offset"))
-    limit, offset = query.limit(POOLS_LIMIT), query.offset()
+    # Every pool unless the client pages: no default limit may cut the listing short.
+    limit = query.integer("limit", minimum=1, maximum=POOLS_LIMIT.maximum)
+    offset = query.offset()
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
-        rows, total = await qd.active_pools_page(snap.conn, limit, offset)
-        return {"pools": [shapes.pool(p, prefix) for p in rows], "total": total}
+        overlay = await read_overlay(snap.conn, snap.tip)
+        latest = _by_token(overlay.apply(await q.all_active_pools(snap.conn)))
+        page = latest[offset:] if limit is None else latest[offset : offset + limit]
+        return {"pools": [shapes.pool(p, prefix) for p in page], "total": len(latest)}
 
-    return await ctx.answer(request, ("pools", limit, offset), compute)
+    return await ctx.answer(request, ("pools", limit, offset), compute, mempool=True)
+
+
+def _by_token(rows: list[q.PoolRow]) -> list[q.PoolRow]:
+    """By token, each token's pools in the order given (confirmed in chain order, then the
+    mempool's in arrival order): a stable sort."""
+    return sorted(rows, key=lambda p: p.token_id)
 
 
 async def tokens(request: Request) -> Response:
@@ -64,25 +85,42 @@ async def tokens(request: Request) -> Response:
     Query(request.query_params, ())
 
     async def compute(snap: Snapshot) -> Any:
-        rows = await q.tokens(snap.conn)
-        tvl = await q.value_locked(snap.conn)
+        overlay = await read_overlay(snap.conn, snap.tip)
+        live: dict[str, list[q.PoolRow]] = {}
+        for p in overlay.apply(await q.all_active_pools(snap.conn)):
+            live.setdefault(p.token_id, []).append(p)
         out = []
-        for t in rows:
-            v = tvl.get(t.token_id)
-            out.append(
-                {
-                    "token_id": t.token_id,
-                    "first_seen_height": t.height,
-                    "first_seen_time": t.time,
-                    "first_pool_id": t.first_pool_id,
-                    "pools": v.pools if v is not None else 0,
-                    "tvl_sats": v.sats if v is not None else 0,
-                    "tvl_tokens": v.tokens if v is not None else 0,
-                }
-            )
+        known = set()
+        for t in await q.tokens(snap.conn):
+            known.add(t.token_id)
+            if t.token_id in live:
+                out.append(_token(t.token_id, t.height, t.time, t.first_pool_id, live))
+        # A token whose first pool is still unconfirmed: listed, not yet seen in a block.
+        for token, ps in live.items():
+            if token not in known:
+                out.append(_token(token, None, None, ps[0].pool_id, live))
         return {"tokens": out}
 
-    return await ctx.answer(request, ("tokens",), compute)
+    return await ctx.answer(request, ("tokens",), compute, mempool=True)
+
+
+def _token(
+    token: str,
+    height: int | None,
+    time: int | None,
+    first_pool_id: str,
+    live: dict[str, list[q.PoolRow]],
+) -> dict[str, Any]:
+    ps = live[token]
+    return {
+        "token_id": token,
+        "first_seen_height": height,
+        "first_seen_time": time,
+        "first_pool_id": first_pool_id,
+        "pools": len(ps),
+        "tvl_sats": sum(p.sats for p in ps),
+        "tvl_tokens": sum(p.tokens for p in ps),
+    }
 
 
 async def pool_history(request: Request) -> Response:

@@ -3,8 +3,10 @@
 off-chain sources by name).
 
 Read from what the indexer's fetch job stored (`indexer.store.queries_registry`), never fetched
-here; each identity's snapshot is the one current at the index tip's time. Answers are cached
-per index version and registry-tables revision (copies arrive between blocks).
+here; each identity's snapshot is the one current at the index tip's time. An unknown symbol
+answers like an unknown id (`null`, `[]`); a shared one is still a 400 listing the tokens.
+Answers are cached per index version and registry-tables revision (copies arrive between
+blocks).
 """
 
 from __future__ import annotations
@@ -19,14 +21,22 @@ from indexer.store import queries_registry as qr
 from rest.db import Snapshot
 from rest.params import Query
 from rest.routes.common import context, token_id
+from rest.tokens import UnknownSymbolError
 
 
 async def _entry(request: Request, every: bool) -> Response:
     ctx = context(request)
     Query(request.query_params, ())
-    category = await token_id(ctx, request.path_params["category"], "category")
+    try:
+        category: str | None = await token_id(ctx, request.path_params["category"], "category")
+    except UnknownSymbolError:
+        # The specification's answer for "no registry entry": a symbol no registry names is
+        # no different from an id no registry describes.
+        category = None
 
     async def compute(snap: Snapshot) -> Any:
+        if category is None:
+            return [] if every else None
         now = snap.tip.max_time
         if every:
             return await qr.all_entries(snap.conn, category, now)

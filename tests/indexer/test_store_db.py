@@ -15,6 +15,7 @@ from indexer.decoders import BlockContext, BlockTx, create_decoders, register_de
 from indexer.decoders.cauldron import format_pool_id, parse_pool_id
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Migration, Store, migrate, open_reader, open_writer
+from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.schema import check_migrations
 from protocols.cauldron.detect import SUMMON_HEAD
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump
@@ -37,9 +38,14 @@ async def test_writer_settings_and_idempotent_migrations(tmp_path: Path) -> None
             "SELECT component, version FROM schema_migrations ORDER BY 1, 2"
         )
         # Every component's migrations, 1 … n each, all applied (the decoders add versions).
-        declared = [*CORE_MIGRATIONS, *(m for d in store.decoders for m in d.migrations)]
+        declared = [
+            *CORE_MIGRATIONS,
+            *OVERLAY_MIGRATIONS,
+            *(m for d in store.decoders for m in d.migrations),
+        ]
         got = list(rows)
-        assert {c for c, _ in got} == {"core", "cauldron", "lending", "oracle", "registry"}
+        components = {"core", "mempool", "cauldron", "lending", "oracle", "registry"}
+        assert {c for c, _ in got} == components
         assert got == sorted((m.component, m.version) for m in declared)
         for component in {c for c, _ in got}:
             versions = [v for c, v in got if c == component]

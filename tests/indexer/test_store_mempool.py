@@ -78,6 +78,18 @@ async def test_mempool_moves_live_state_and_the_block_confirms_it() -> None:
         unconfirmed = {p.outpoint for p in store.snapshot.all_pools() if p.height is None}
         made = {op.new.outpoint for r in recs for op in r.ops if op.new is not None}
         assert unconfirmed == made - {created.outpoint}  # the new pool was traded on at once
+        # The overlay in SQLite (for the data API) says the same: confirmed pools spent,
+        # unconfirmed pools live, on the stored tip.
+        tip = await store.tip()
+        assert tip is not None
+        spent, live = await overlay_in_db(store)
+        confirmed_before = {p.outpoint for p in visible_pools(sc)}
+        assert spent == {o.pool.outpoint for r in recs for o in r.ops if o.pool} & confirmed_before
+        assert spent and live == {
+            (p.outpoint, p.sats, p.tokens) for p in store.snapshot.all_pools() if p.height is None
+        }
+        state = await store.conn.execute_fetchall("SELECT height, hash FROM mempool_state")
+        assert [tuple(r) for r in state] == [(tip.height, tip.hash[::-1])]
         # The first change is the two-pool trade: one token, both pools replaced.
         first = changes[0]
         assert first.token == rev(pools[0].category).hex()
@@ -89,8 +101,24 @@ async def test_mempool_moves_live_state_and_the_block_confirms_it() -> None:
         assert store.snapshot.pending() == []
         assert snapshot_pools(store) == await live_pools_in_db(store)
         assert all(p.height is not None for p in store.snapshot.all_pools())
+        assert await overlay_in_db(store) == (set(), set())
     finally:
         await store.close()
+
+
+async def overlay_in_db(store: Store) -> tuple[set[OutPoint], set[tuple[OutPoint, int, int]]]:
+    """The mempool overlay's rows: (spent outpoints, {(created outpoint, sats, tokens)})."""
+    rows = await store.conn.execute_fetchall(
+        "SELECT txid, vout, kind, sats, tokens FROM mempool_pools"
+    )
+    spent, live = set(), set()
+    for txid, vout, kind, sats, tokens in rows:
+        op = OutPoint(bytes(txid)[::-1], int(vout))
+        if kind == "spent":
+            spent.add(op)
+        else:
+            live.add((op, int(sats), int(tokens)))
+    return spent, live
 
 
 async def test_double_spend_loser_and_its_child_are_evicted() -> None:
@@ -120,7 +148,8 @@ async def test_conflict_on_a_funding_input_evicts_the_trade() -> None:
     sc, store = await indexed(seed=33, n_blocks=6)
     try:
         a = sc.fork(1)
-        rec = a.trade([visible_pools(a)[0]])
+        traded = visible_pools(a)[0]
+        rec = a.trade([traded])
         funding = rec.tx.inputs[-1]
         assert await store.apply_mempool_tx(rec.tx)
         # A plain payment spending the trade's funding coin is mined instead.
@@ -151,22 +180,31 @@ async def test_evict_stale_irrelevant_and_reorged_away() -> None:
         # Explicit eviction takes the descendants along and restores the spent pools.
         before = live_view(store)
         a = sc.fork(1)
-        rec = a.trade([visible_pools(a)[0]])
+        traded = visible_pools(a)[0]
+        rec = a.trade([traded])
         new = rec.ops[0].new
         assert new is not None
         rec_child = a.deposit(new)
         assert await store.apply_mempool_tx(rec.tx)
         assert await store.apply_mempool_tx(rec_child.tx)
+        spent, live = await overlay_in_db(store)
+        assert spent == {traded.outpoint} and len(live) == 1  # the child's pool
         assert await store.evict([rec.tx.txid]) == {rec.tx.txid, rec_child.tx.txid}
         assert live_view(store) == before and store.mempool_txids() == set()
+        assert await overlay_in_db(store) == (set(), set())
         # A pending spend of a pool from a block that a reorg removes is dropped with it.
         last = sc.blocks[-1]
         fresh = fresh_pools(sc)
         b = sc.fork(2)
         rec_b = b.trade([b.pools[fresh[0].outpoint]])
         assert await store.apply_mempool_tx(rec_b.tx)
+        assert (await overlay_in_db(store))[0] == {fresh[0].outpoint}
         await store.undo_to(last.height - 1)
         assert store.mempool_txids() == set()
         assert snapshot_pools(store) == await live_pools_in_db(store)
+        # The overlay follows: empty, on the new tip.
+        assert await overlay_in_db(store) == (set(), set())
+        state = await store.conn.execute_fetchall("SELECT height FROM mempool_state")
+        assert [tuple(r) for r in state] == [(last.height - 1,)]
     finally:
         await store.close()

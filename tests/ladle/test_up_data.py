@@ -41,7 +41,8 @@ async def test_up_decodes_fetches_and_serves_the_devnet_protocols() -> None:
             assert r.status_code == 200, r.text
             closest = r.json()
             assert closest is not None
-            assert (closest["price"], closest["txid"]) == (latest["price"], latest["txid"])
+            assert (closest["oracle_price"], closest["txid"]) == (latest["price"], latest["txid"])
+            assert closest["token_id"] == feed
 
             # Lending: both deployments of the lending activity, as the ledger leaves them.
             v1 = _active_borrowers(ledger, "v1")

@@ -65,9 +65,14 @@ async def test_active_pools_per_token_owner_and_both(
     for pkh in owners:
         want = [pool_json(u, world) for u in live if u.owner == pkh]
         assert await get(client, f"/dex/pool/active?pkh={pkh}") == {"active": want}
+        # `user`: the specification's other name for pkh, on both paths.
+        assert await get(client, f"/dex/pool/active?user={pkh}") == {"active": want}
+        assert await get(client, f"/tokenpool/pool/active?user={pkh}") == {"active": want}
     u = live[len(live) // 2]
     both = [pool_json(v, world) for v in live if (v.owner, v.category) == (u.owner, u.category)]
     got = await get(client, f"/tokenpool/pool/active?token={u.category}&pkh={u.owner}")
+    assert got == {"active": both}
+    got = await get(client, f"/dex/pool/active?token={u.category}&user={u.owner.upper()}")
     assert got == {"active": both}
 
 
@@ -89,7 +94,9 @@ async def test_tokens_first_pools_and_contract_counts(
     client: httpx.AsyncClient, world: World
 ) -> None:
     o = world.oracle
-    firsts = sorted(o.first_pool.items(), key=lambda kv: kv[1][0])
+    everyone = sorted(o.first_pool.items(), key=lambda kv: kv[1][0])
+    # Only tokens with at least one live pool.
+    firsts = [(cat, first) for cat, first in everyone if o.tvl(cat)[2]]
     got = (await get(client, "/tokenpool/tokens"))["tokens"]
     assert [t["token_id"] for t in got] == [cat for cat, _ in firsts]
     for t, (cat, ((height, _, _), lineage)) in zip(got, firsts, strict=True):

@@ -117,12 +117,14 @@ async def test_all_entries_add_the_offchain_source(
         **onchain,
         "name": "Spice (well-known list)",
         "description": listed["description"],
+        # Nothing publishes a hash for an off-chain list: both are the stored copy's.
         "filemeta": {
-            "expected_hash": None,
+            "expected_hash": hashlib.sha256(pworld.offchain).hexdigest(),
             "actual_hash": hashlib.sha256(pworld.offchain).hexdigest(),
             "source": OFFCHAIN,
         },
     }
+    assert all(isinstance(v, str) for v in offchain["uris"].values())
     assert await get(client, f"/registry/token/{spice.category}/all") == [onchain, offchain]
     assert await get(client, "/registry/token/spice/all") == [onchain, offchain]
     for t in pworld.ledger.tokens:
@@ -189,9 +191,12 @@ async def test_symbols_resolve_through_the_index(
         assert e["candidates"] == [
             {"token_id": t.category, "symbol": "DRGN", "name": t.name} for t in drgn
         ]
-    # No registry, an unreachable one, or no such symbol: unknown.
+    # No registry, an unreachable one, or no such symbol: no entry, as for an unknown id
+    # (null / []), on the registry endpoints; a 404 where a token must exist.
     for symbol in ("QUIET", UNREACHABLE, "NOPE"):
-        e = await error(client, f"/registry/token/{symbol}", 404)
+        assert await get(client, f"/registry/token/{symbol}") is None
+        assert await get(client, f"/registry/token/{symbol}/all") == []
+        e = await error(client, f"/dex/price/{symbol}/current", 404)
         assert e["code"] == "unknown_token"
     e = await error(client, f"/registry/token/{spice.category[:-1]}", 400)
     assert e["parameter"] == "category"
@@ -267,7 +272,9 @@ async def test_usd_off_and_static_registry(pworld: ProtocolWorld) -> None:
         objs = await get(c, "/dex/tokens/list_cached")
         assert objs and all(o["price_now_usd"] is None for o in objs)
         assert all(o["bcmr"] is None for o in objs)
-        e = await error(c, "/registry/token/SPICE", 404)  # symbols: the configured registry's
+        # Symbols: the configured registry's, which knows none (no entry, as for any unknown).
+        assert await get(c, "/registry/token/SPICE") is None
+        e = await error(c, "/dex/price/SPICE/current", 404)
         assert e["code"] == "unknown_token"
         # The registry endpoints still read the index.
         spice = pworld.token("SPICE")
@@ -311,7 +318,7 @@ async def test_a_registry_fetched_between_blocks_shows_up(
     async with app_over(config) as (client, ctx):
         await ctx.watcher.refresh()
         assert await get(client, f"/registry/token/{hidden.category}") is None
-        await error(client, f"/registry/token/{UNREACHABLE}", 404)
+        assert await get(client, f"/registry/token/{UNREACHABLE}") is None  # no symbol yet
         assert hidden.category in pworld.oracle.categories()  # it has pools
         listed = await get(client, f"/dex/tokens/list_cached_by_ids?ids={hidden.category}")
         assert [o["display_symbol"] for o in listed] == [None]

@@ -47,6 +47,29 @@ async def test_uvicorn_serves_the_api(world: World) -> None:
         await running.stop()
 
 
+async def test_trailing_slash_is_a_json_404_not_a_redirect(world: World) -> None:
+    """Starlette's default answer to `/x/` is a 307 to an absolute URL built from the Host
+    header (an open redirect); the API answers its usual JSON 404 and no Location."""
+    running = await start_server(world.config(rate_limit=0), host="127.0.0.1", port=0)
+    hostile = {"Host": "attacker.example"}
+    try:
+        async with httpx.AsyncClient(base_url=running.url, follow_redirects=False) as client:
+            cat = world.oracle.categories()[0]
+            for path in (
+                "/dex/contract/count/",
+                f"/tokenpool/pool/active/?token={cat}",
+                "/health/",
+                f"/registry/token/{cat}/",
+            ):
+                r = await client.get(path, headers=hostile)
+                assert r.status_code == 404, (path, r.status_code, r.headers)
+                assert "location" not in r.headers
+                assert r.json()["error"]["code"] == "not_found"
+            assert (await client.get("/dex/contract/count", headers=hostile)).status_code == 200
+    finally:
+        await running.stop()
+
+
 async def test_ladle_rest_process(world: World) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
