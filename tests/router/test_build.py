@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import orjson
 import pytest
 
 from bch.cashaddr import Address, AddressKind
@@ -178,8 +179,17 @@ def test_token_to_token_pays_the_fee_in_sold_tokens() -> None:
     fee = tx.outputs[-1]
     assert fee.locking == FEE_WALLET.locking_bytecode
     assert fee.token == TokenData(hex_to_hash(TOKEN_A), 100_000)
-    assert result.fee_token_amount == 100_000 and result.fee_sats == fee.value
-    assert fee.value == dust_threshold(fee)
+    # The fee is the tokens; the dust sats its output carries are not the router's fee.
+    assert result.fee_token_amount == 100_000 and result.fee_sats == 0
+    assert fee.value == dust_threshold(fee) == result.route.fee.sats
+    for doc in (result.to_json(), orjson.loads(result.to_json_bytes())):
+        assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "100000")
+        assert doc["route"]["router_fee"] == {
+            "asset": TOKEN_A,
+            "amount": "100000",
+            "sats": str(fee.value),
+            "bps": 10,
+        }
     # No token change: the input held exactly the amount sold.
     assert [o.token.category for o in tx.outputs[n:] if o.token] == [
         hex_to_hash(TOKEN_B),
@@ -200,6 +210,9 @@ def test_a_fee_below_dust_is_not_charged() -> None:
     result = run(params)
     check_common(result)
     assert result.fee_sats == 0
+    doc = orjson.loads(result.to_json_bytes())
+    assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
+    assert doc["route"]["router_fee"] == {"asset": BCH, "amount": "0", "sats": "0", "bps": 10}
     assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)
     n = len(result.route.legs)
     assert sum(result.tx.outputs[i].value - result.source_outputs[i].value for i in range(n)) == (

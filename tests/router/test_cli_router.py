@@ -113,7 +113,7 @@ async def test_ladle_router_serves_a_live_index(tmp_path: Path) -> None:
             assert q["router_fee"] == {"asset": BCH, "amount": "2000", "sats": "2000", "bps": 10}
             assert q["index_height"] == s.net.nodes[0].height
             got = 0
-            for leg in q["pools"]:
+            for leg in q["legs"]:
                 entry = live[(leg["txid"], leg["tx_pos"])]  # a pool the ledger says is alive …
                 assert entry.category == token and entry.owner_pkh == leg["owner_pkh"]
                 assert entry.live_state is not None  # … in exactly the state it has
