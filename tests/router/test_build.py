@@ -197,6 +197,20 @@ def test_token_to_token_pays_the_fee_in_sold_tokens() -> None:
     ]
 
 
+def test_a_token_fee_below_one_token_is_absent() -> None:
+    """999 tokens at 10 bps is 0.999 of a token: no fee, no fee output, both fields "0"."""
+    inputs = [
+        funding("bch", 100_000),
+        funding("tok", 1_000, token={"category": TOKEN_B, "amount": "999"}),
+    ]
+    result = run(build_params(TOKEN_B, TOKEN_A, 999, inputs))
+    check_common(result)
+    assert result.route.kind == "two_hop" and result.route.fee.amount == 0
+    assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)
+    doc = orjson.loads(result.to_json_bytes())
+    assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
+
+
 def test_without_a_router_fee_there_is_no_fee_output() -> None:
     params = build_params(BCH, TOKEN_A, 3_000_000, [funding("f1", 10_000_000)])
     result = run(params, NO_FEE)
