@@ -278,12 +278,13 @@ def _parse_locking(entry: Mapping[str, Any], where: str, network: str | None) ->
         raise bad_request(f"{where}: give script_hex (or address)")
     locking: bytes | None = None
     if script_hex is not None:
+        field = f"{where}.script_hex"
         if not isinstance(script_hex, str):
-            raise bad_request(f"{where}.script_hex must be a hex string")
+            raise bad_request(f"{field} must be a hex string", field=field)
         try:
             locking = bytes.fromhex(script_hex)
         except ValueError:
-            raise bad_request(f"{where}.script_hex is not hex") from None
+            raise bad_request(f"{field} is not hex", field=field) from None
     if address is not None:
         dest = Destination.parse(address, f"{where}.address", network)
         if locking is not None and locking != dest.locking:
@@ -291,9 +292,9 @@ def _parse_locking(entry: Mapping[str, Any], where: str, network: str | None) ->
         locking = dest.locking
     assert locking is not None
     if classify_locking(locking)[0] is not ScriptKind.P2PKH:
+        field = f"{where}.{'address' if script_hex is None else 'script_hex'}"
         raise bad_request(
-            f"{where}.{'address' if script_hex is None else 'script_hex'}: only P2PKH funding "
-            "inputs are supported (plain or token-aware)"
+            f"{field}: only P2PKH funding inputs are supported (plain or token-aware)", field=field
         )
     return locking
 
@@ -305,10 +306,12 @@ def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingI
     _reject_unknown(entry, _FUNDING_FIELDS, f"{where} ")
     txid = entry.get("txid")
     if not isinstance(txid, str) or not is_hex_id(txid.lower()):
-        raise bad_request(f"{where}.txid must be 64 hex characters")
+        raise bad_request(f"{where}.txid must be 64 hex characters", field=f"{where}.txid")
     vout = entry.get("vout")
     if isinstance(vout, bool) or not isinstance(vout, int) or not 0 <= vout <= 0xFFFFFFFF:
-        raise bad_request(f"{where}.vout must be an integer from 0 to 4294967295")
+        raise bad_request(
+            f"{where}.vout must be an integer from 0 to 4294967295", field=f"{where}.vout"
+        )
     if "value" not in entry:
         raise bad_request(f"{where}: missing value")
     value = parse_amount(entry["value"], f"{where}.value", maximum=MAX_SATS)
@@ -317,11 +320,11 @@ def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingI
     if entry.get("token") is not None:
         raw = entry["token"]
         if not isinstance(raw, dict):
-            raise bad_request(f"{where}.token must be an object")
+            raise bad_request(f"{where}.token must be an object", field=f"{where}.token")
         try:
             token = TokenData.from_json(raw)
         except ValueError as exc:
-            raise bad_request(f"{where}.token: {exc}") from None
+            raise bad_request(f"{where}.token: {exc}", field=f"{where}.token") from None
     return FundingInput(i, OutPoint(hex_to_hash(txid.lower()), vout), value, locking, token)
 
 

@@ -103,8 +103,11 @@ async def test_deprecated_alias_locking_script_hex_builds_the_same() -> None:
         err = await c.error("tx.build", both)
         assert err["code"] == "bad_request" and err["data"] == {"field": "funding[0].script_hex"}
         bad = order | {"funding": [entry | {"locking_script_hex": "zz"}]}
-        err = await c.error("tx.build", bad)
-        assert err["message"] == "funding[0].script_hex is not hex"
+        assert await c.error("tx.build", bad) == {
+            "code": "bad_request",
+            "message": "funding[0].script_hex is not hex",
+            "data": {"field": "funding[0].script_hex"},
+        }
 
 
 async def test_replies_echo_ids_of_every_json_type() -> None:
