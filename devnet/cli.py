@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bch.wallet import Wallet
     from devnet.bcmr_http import DocumentServer
     from devnet.scenario.generator import ScenarioResult
     from devnet.service import Devnet
@@ -109,6 +110,14 @@ class LaunchedDevnet:
     devnet: Devnet
     http: DocumentServer
     scenario: ScenarioResult | None
+    seed: int = 1  # the scenario seed (also with --no-scenario: it still names the wallets)
+
+    def router_fee_wallet(self) -> Wallet:
+        """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's
+        own wallets, so a client or test can find, and spend, the fees it was paid."""
+        from bch.wallet import Wallet
+
+        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee")
 
     def electrum(self) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []
@@ -257,4 +266,4 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
         await http.close()
         await devnet.stop()
         raise
-    return LaunchedDevnet(devnet, http, result)
+    return LaunchedDevnet(devnet, http, result, params.seed)

@@ -14,7 +14,7 @@ from router.params import (
     parse_quote_params,
 )
 from router.pools import BCH, Pool, PoolBook, load_pools, parse_pools
-from router.quotes import Quote, quote
+from router.quotes import Quote, RouteKind, quote
 from router.route import Direction, Hop, Leg, solve_hop
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "PoolBook",
     "Quote",
     "QuoteRequest",
+    "RouteKind",
     "RouterConfig",
     "RouterError",
     "Side",

@@ -309,10 +309,10 @@ def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
         in_coins = sum(_token_amount(f) for f in coins)
         if in_pools + in_coins > MAX_TOKEN_AMOUNT:
             raise bad_request(
-                f"funding_inputs {[f.index for f in coins]} hold {in_coins} tokens of "
+                f"funding {[f.index for f in coins]} hold {in_coins} tokens of "
                 f"{category[::-1].hex()} and the pools this trade spends hold {in_pools}: "
                 "together more than 2^63-1, which no token category can exceed",
-                field="funding_inputs",
+                field="funding",
             )
 
 
@@ -328,7 +328,7 @@ def _refuse_spent_pools(book: PoolBook, q: Quote, usable: Sequence[FundingInput]
                 _pool_outpoint, q.columns()[0]
             ):
                 raise bad_request(
-                    f"funding_inputs[{f.index}] is pool {f.outpoint}, which this trade spends"
+                    f"funding[{f.index}] is pool {f.outpoint}, which this trade spends"
                 )
 
 
@@ -430,7 +430,9 @@ def build(
         sources,
         inputs_to_sign,
         q.output_amount,
-        fee.sats if fee.amount else 0,
+        # A token fee's output carries dust sats, but those are not the router's fee: the
+        # spec reports it in `fee_token_amount` alone, `fee_sats` "0".
+        fee.amount if fee.asset == BCH else 0,
         fee.amount if fee.asset != BCH else 0,
         fee_paid,
         q,

@@ -24,7 +24,7 @@ import orjson
 
 from router.build import build
 from router.errors import RouterError
-from router.params import RouterConfig, parse_build_params, parse_quote_params
+from router.params import DEFAULT_FEE_BPS, RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 
@@ -236,8 +236,17 @@ def cmd_router(args: argparse.Namespace) -> int:
     from indexer.follow.logs import configure_logging
 
     try:
+        # The spec charges a router fee on every build; a daemon without a fee address would
+        # silently charge none, so running fee-less must be asked for (`--fee-bps 0`).
+        if args.fee_address is None and args.fee_bps != 0:
+            raise ValueError(
+                "the router fee needs --fee-address ADDR (token-aware CashAddr); "
+                "--fee-bps 0 runs without a fee"
+            )
         config = RouterConfig(
-            fee_bps=args.fee_bps, fee_address=args.fee_address, fee_per_byte=args.fee_per_byte
+            fee_bps=DEFAULT_FEE_BPS if args.fee_bps is None else args.fee_bps,
+            fee_address=args.fee_address,
+            fee_per_byte=args.fee_per_byte,
         )
         config_from_args(args)
         if args.max_connections < 1 or not args.rate > 0:
@@ -273,13 +282,17 @@ def add_router_command(subparsers: Any) -> None:
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
     )
     parser.add_argument(
-        "--fee-bps", type=int, default=10, metavar="N", help="router fee (default 10 bps)"
+        "--fee-bps",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"router fee (default {DEFAULT_FEE_BPS} bps); 0 runs without a fee",
     )
     parser.add_argument(
         "--fee-address",
         default=None,
         metavar="ADDR",
-        help="token-aware CashAddr receiving the router fee (no fee without one)",
+        help="token-aware CashAddr receiving the router fee (required unless --fee-bps 0)",
     )
     parser.add_argument(
         "--fee-per-byte",

@@ -3,6 +3,11 @@
 Everything a client sends is checked here, once, so the route search and the builder only ever
 see well-formed values; every rejection is a `bad_request` naming the offending field. Unknown
 fields are rejected too: a misspelt `min_ouput` must not silently disable slippage protection.
+
+Field names are the specification's (`funding`, and `script_hex` in a funding input). The names
+of the previous release, `funding_inputs` and `locking_script_hex`, are accepted for one more
+release as deprecated aliases; a request giving both a name and its alias is refused, since the
+two could disagree and neither is obviously the one meant.
 """
 
 from __future__ import annotations
@@ -25,11 +30,23 @@ MAX_FUNDING_INPUTS = 500
 MIN_FEE_PER_BYTE = 1.0  # the relay floor
 MAX_FEE_PER_BYTE = 1000.0  # beyond this a request is surely a unit mistake
 MAX_FEE_BPS = 1000  # 10 %
+DEFAULT_FEE_BPS = 10  # the spec's router fee rate
 
 _CANONICAL = re.compile(r"0|[1-9][0-9]{0,24}")
 _QUOTE_FIELDS = frozenset({"sell", "buy", "amount", "side", "fee_per_byte"})
-_BUILD_FIELDS = _QUOTE_FIELDS | {"min_output", "receive_addr", "change_addr", "funding_inputs"}
-_FUNDING_FIELDS = frozenset({"txid", "vout", "value", "locking_script_hex", "address", "token"})
+# Deprecated aliases (one release): the previous release's names → the specification's.
+FUNDING_ALIAS = "funding_inputs"
+SCRIPT_ALIAS = "locking_script_hex"
+_BUILD_FIELDS = _QUOTE_FIELDS | {
+    "min_output",
+    "receive_addr",
+    "change_addr",
+    "funding",
+    FUNDING_ALIAS,
+}
+_FUNDING_FIELDS = frozenset(
+    {"txid", "vout", "value", "script_hex", SCRIPT_ALIAS, "address", "token"}
+)
 
 
 class Side(StrEnum):
@@ -56,7 +73,7 @@ class RouterConfig:
     tokens.
     """
 
-    fee_bps: int = 10
+    fee_bps: int = DEFAULT_FEE_BPS
     fee_address: str | None = None
     fee_per_byte: float = 1.0  # default miner fee rate when a request names none
     network: str | None = None  # CashAddr prefix every address must use; None: any, consistent
@@ -137,7 +154,7 @@ def _decoded(text: str, network: str | None) -> tuple[bytes, bool, str]:
 class FundingInput:
     """One UTXO the client offers to fund the trade (P2PKH, plain or token-aware)."""
 
-    index: int  # position in the request's `funding_inputs`
+    index: int  # position in the request's `funding`
     outpoint: OutPoint
     value: int
     locking: bytes
@@ -242,43 +259,59 @@ def parse_quote_params(params: object) -> QuoteRequest:
     return _parse_quote_fields(p)
 
 
+def _aliased(entry: Mapping[str, Any], name: str, alias: str, where: str) -> object:
+    """The value of a field that may come under its deprecated alias (None when absent)."""
+    if alias not in entry:
+        return entry.get(name)
+    if name in entry:
+        field = f"{where}{name}"
+        raise bad_request(
+            f"give {field} or its deprecated alias {where}{alias}, not both", field=field
+        )
+    return entry[alias]
+
+
 def _parse_locking(entry: Mapping[str, Any], where: str, network: str | None) -> bytes:
-    script_hex = entry.get("locking_script_hex")
+    script_hex = _aliased(entry, "script_hex", SCRIPT_ALIAS, f"{where}.")
     address = entry.get("address")
     if script_hex is None and address is None:
-        raise bad_request(f"{where}: give locking_script_hex or address")
+        raise bad_request(f"{where}: give script_hex (or address)")
     locking: bytes | None = None
     if script_hex is not None:
+        field = f"{where}.script_hex"
         if not isinstance(script_hex, str):
-            raise bad_request(f"{where}: locking_script_hex must be a hex string")
+            raise bad_request(f"{field} must be a hex string", field=field)
         try:
             locking = bytes.fromhex(script_hex)
         except ValueError:
-            raise bad_request(f"{where}: locking_script_hex is not hex") from None
+            raise bad_request(f"{field} is not hex", field=field) from None
     if address is not None:
-        dest = Destination.parse(address, f"{where}: address", network)
+        dest = Destination.parse(address, f"{where}.address", network)
         if locking is not None and locking != dest.locking:
-            raise bad_request(f"{where}: address and locking_script_hex disagree")
+            raise bad_request(f"{where}: address and script_hex disagree")
         locking = dest.locking
     assert locking is not None
     if classify_locking(locking)[0] is not ScriptKind.P2PKH:
+        field = f"{where}.{'address' if script_hex is None else 'script_hex'}"
         raise bad_request(
-            f"{where}: only P2PKH funding inputs are supported (plain or token-aware)"
+            f"{field}: only P2PKH funding inputs are supported (plain or token-aware)", field=field
         )
     return locking
 
 
 def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingInput:
-    where = f"funding_inputs[{i}]"
+    where = f"funding[{i}]"
     if not isinstance(entry, dict):
         raise bad_request(f"{where} must be an object")
     _reject_unknown(entry, _FUNDING_FIELDS, f"{where} ")
     txid = entry.get("txid")
     if not isinstance(txid, str) or not is_hex_id(txid.lower()):
-        raise bad_request(f"{where}: txid must be 64 hex characters")
+        raise bad_request(f"{where}.txid must be 64 hex characters", field=f"{where}.txid")
     vout = entry.get("vout")
     if isinstance(vout, bool) or not isinstance(vout, int) or not 0 <= vout <= 0xFFFFFFFF:
-        raise bad_request(f"{where}: vout must be an integer from 0 to 4294967295")
+        raise bad_request(
+            f"{where}.vout must be an integer from 0 to 4294967295", field=f"{where}.vout"
+        )
     if "value" not in entry:
         raise bad_request(f"{where}: missing value")
     value = parse_amount(entry["value"], f"{where}.value", maximum=MAX_SATS)
@@ -287,22 +320,24 @@ def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingI
     if entry.get("token") is not None:
         raw = entry["token"]
         if not isinstance(raw, dict):
-            raise bad_request(f"{where}: token must be an object")
+            raise bad_request(f"{where}.token must be an object", field=f"{where}.token")
         try:
             token = TokenData.from_json(raw)
         except ValueError as exc:
-            raise bad_request(f"{where}: bad token: {exc}") from None
+            raise bad_request(f"{where}.token: {exc}", field=f"{where}.token") from None
     return FundingInput(i, OutPoint(hex_to_hash(txid.lower()), vout), value, locking, token)
 
 
 def parse_build_params(params: object, config: RouterConfig | None = None) -> BuildRequest:
-    """`tx.build` params (see schemas/rpc/tx.build.params.json)."""
+    """`tx.build` params (see schemas/rpc/tx.build.params.json); errors name the spec's
+    fields (`funding`, `funding[i].script_hex`) even when the request used an alias."""
     network = config.network if config is not None else None
     p = _require_object(params, "tx.build")
     _reject_unknown(p, _BUILD_FIELDS, "")
     quote = _parse_quote_fields(p)
-    for name in ("receive_addr", "change_addr", "funding_inputs"):
-        if name not in p:
+    raw_funding = _aliased(p, "funding", FUNDING_ALIAS, "")
+    for name in ("receive_addr", "change_addr", "funding"):
+        if name not in p and (name != "funding" or FUNDING_ALIAS not in p):
             raise bad_request(f"missing field: {name}", field=name)
     receive = Destination.parse(p["receive_addr"], "receive_addr", network)
     change = Destination.parse(p["change_addr"], "change_addr", network)
@@ -316,13 +351,12 @@ def parse_build_params(params: object, config: RouterConfig | None = None) -> Bu
             "receive_addr must be a token-aware address (z… or r…) to receive tokens",
             field="receive_addr",
         )
-    raw_funding = p["funding_inputs"]
     if not isinstance(raw_funding, list):
-        raise bad_request("funding_inputs must be an array", field="funding_inputs")
+        raise bad_request("funding must be an array", field="funding")
     if not 1 <= len(raw_funding) <= MAX_FUNDING_INPUTS:
         raise bad_request(
-            f"funding_inputs must hold 1 to {MAX_FUNDING_INPUTS} inputs, got {len(raw_funding)}",
-            field="funding_inputs",
+            f"funding must hold 1 to {MAX_FUNDING_INPUTS} inputs, got {len(raw_funding)}",
+            field="funding",
         )
     funding = tuple(
         _parse_funding_input(entry, i, network or receive.prefix)
@@ -331,7 +365,7 @@ def parse_build_params(params: object, config: RouterConfig | None = None) -> Bu
     seen: set[OutPoint] = set()
     for f in funding:
         if f.outpoint in seen:
-            raise bad_request(f"funding_inputs[{f.index}]: outpoint {f.outpoint} appears twice")
+            raise bad_request(f"funding[{f.index}]: outpoint {f.outpoint} appears twice")
         seen.add(f.outpoint)
     min_output = None
     if p.get("min_output") is not None:

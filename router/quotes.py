@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from itertools import chain
 from operator import attrgetter, truediv
 from typing import Any
@@ -82,6 +83,15 @@ def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxO
 
 # --- the quote -------------------------------------------------------------------------------
 
+
+class RouteKind(StrEnum):
+    """The route object's `kind`: how the order crosses the pools."""
+
+    SINGLE = "single"  # one pool (BCH↔token)
+    SPLIT = "split"  # several pools of one token (BCH↔token)
+    TWO_HOP = "two_hop"  # token→token: sell A for BCH in A's pools, buy B in B's pools
+
+
 _pool_sats = attrgetter("sats")
 _pool_tokens = attrgetter("tokens")
 
@@ -103,6 +113,18 @@ class Quote:
     # Every hop's legs (and their columns) in order, joined once on first use.
     _legs: tuple[Leg, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _columns: Columns | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def pool_count(self) -> int:
+        """Pools the route trades through (both hops'); the route object's `pools`."""
+        hops = self.hops
+        return hops[0].count() if len(hops) == 1 else sum(h.count() for h in hops)
+
+    @property
+    def kind(self) -> RouteKind:
+        if len(self.hops) == 2:
+            return RouteKind.TWO_HOP
+        return RouteKind.SINGLE if self.hops[0].count() == 1 else RouteKind.SPLIT
 
     @property
     def legs(self) -> tuple[Leg, ...]:
@@ -183,13 +205,16 @@ class Quote:
                 return self._doc(legs, (pre[0], post[0]))
         return self._doc(orjson.Fragment(legs_json(self.legs)), self.prices())
 
-    def _doc(self, pools: Any, prices: tuple[float, float]) -> dict[str, Any]:
+    def _doc(self, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
+        """The route object. `pools` is a count because that is what clients of the public
+        Cauldron router read there; the per-pool detail is `legs`."""
         pre, post = prices
         sell, buy = self.request.sell, self.request.buy
         return {
             "sell": sell,
             "buy": buy,
             "side": self.request.side.value,
+            "kind": self.kind.value,
             "input_amount": str(self.input_amount),
             "output_amount": str(self.output_amount),
             "input_is_bch": sell == BCH,
@@ -197,7 +222,8 @@ class Quote:
             "market_pre_price": pre,
             "market_post_price": post,
             "price_impact": abs(post - pre) / pre if pre > 0 else 0.0,
-            "pools": pools,
+            "pools": self.pool_count,
+            "legs": legs,
             "router_fee": self.fee.to_json(),
             "fee_per_byte": self.fee_per_byte,
             "estimated_size": self.size_estimate,

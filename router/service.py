@@ -13,7 +13,7 @@ from websockets.asyncio.server import Server
 from indexer.snapshot import PoolSnapshot
 from router.book import LiveBook
 from router.daemon import DaemonConfig, RouterDaemon
-from router.params import RouterConfig
+from router.params import DEFAULT_FEE_BPS, RouterConfig
 
 if TYPE_CHECKING:
     from ladle.up import Started, UpContext
@@ -67,20 +67,31 @@ async def start_router(
 
 async def start_router_component(ctx: UpContext) -> Started | None:
     """`ladle up`'s router: on the indexer's snapshot (`ctx.snapshot`), port `--router-port`
-    (default 0: any free port, announced in LADLE_READY as "router")."""
+    (default 0: any free port, announced in LADLE_READY as "router"). The router fee is on, as
+    the spec has it, paid to the devnet's fee wallet (token-aware: token→token fees are tokens)
+    and announced as "router_fee": {"address", "bps"}."""
     from ladle.up import Started
 
     snapshot = getattr(ctx, "snapshot", None)
     if not isinstance(snapshot, PoolSnapshot):
         return None
     args = ctx.args
+    fee_address = getattr(args, "router_fee_address", None)
+    fee_wif = None
+    if fee_address is None and ctx.devnet is not None:
+        wallet = ctx.devnet.router_fee_wallet()
+        fee_address, fee_wif = wallet.token_address, wallet.key.to_wif()
     config = RouterConfig(
-        fee_bps=getattr(args, "router_fee_bps", 10),
-        fee_address=getattr(args, "router_fee_address", None),
+        fee_bps=getattr(args, "router_fee_bps", DEFAULT_FEE_BPS), fee_address=fee_address
     )
     port = getattr(args, "router_port", None)
     if port is None:
         port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
     running = await start_router(snapshot, config, "127.0.0.1", port)
     lines = [f"router: {running.url} ({len(snapshot)} live pools)"]
-    return Started("router", {"router": running.url}, lines, running.close)
+    ready: dict[str, object] = {"router": running.url}
+    if config.fee_address is not None:
+        ready["router_fee"] = {"address": config.fee_address, "bps": config.fee_bps}
+        wif = f", WIF {fee_wif}" if fee_wif is not None else ""
+        lines.append(f"  router fee: {config.fee_bps} bps to {config.fee_address}{wif}")
+    return Started("router", ready, lines, running.close)

@@ -77,7 +77,7 @@ def order(amount: int, tag: str = "0") -> dict[str, Any]:
         "amount": str(amount),
         "receive_addr": USER.token_address,
         "change_addr": USER.address,
-        "funding_inputs": [
+        "funding": [
             {
                 "txid": sha256(f"funding {tag}".encode()).hex(),
                 "vout": 0,
@@ -149,7 +149,7 @@ async def amount_for(rpc: Rpc, legs: int) -> int:
         mid = int((lo * hi) ** 0.5)
         try:
             q = await rpc.call("quote", {"sell": "bch", "buy": BIG, "amount": str(mid)})
-            n = len(q["pools"])
+            n = q["pools"]
         except RuntimeError:
             n = 10**9
         if n < legs:
@@ -220,9 +220,9 @@ async def push_latency(
             await ws.recv()  # the reply
             push = orjson.loads(await ws.recv())
             first = push["params"]["result"]
-            used.update((leg["txid"], leg["tx_pos"]) for leg in first["route"]["pools"])
+            used.update((leg["txid"], leg["tx_pos"]) for leg in first["route"]["legs"])
     if in_route:
-        leg = first["route"]["pools"][0]
+        leg = first["route"]["legs"][0]
         old = snap.pool(OutPoint.from_hex(leg["txid"], leg["tx_pos"]))
     else:
         others = sorted(
@@ -296,7 +296,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             best = optimum_output(snap, net_in)
             out = int(q["output_amount"])
             row = {
-                "legs": len(q["pools"]),
+                "legs": q["pools"],
                 "amount_sats": amount,
                 "quote_p50": pct(q_ms, 0.5),
                 "quote_p99": pct(q_ms, 0.99),

@@ -72,7 +72,7 @@ def funding(
     if by_address:
         entry["address"] = wallet.token_address if token is not None else wallet.address
     else:
-        entry["locking_script_hex"] = wallet.locking_bytecode.hex()
+        entry["script_hex"] = wallet.locking_bytecode.hex()
     if token is not None:
         entry["token"] = token
     return entry
@@ -96,7 +96,7 @@ def build_params(
         "side": side,
         "receive_addr": receive or USER.token_address,
         "change_addr": change or USER.address,
-        "funding_inputs": inputs,
+        "funding": inputs,
     }
     params.update(extra)
     return params

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import orjson
 import pytest
 
 from bch.cashaddr import Address, AddressKind
@@ -178,13 +179,36 @@ def test_token_to_token_pays_the_fee_in_sold_tokens() -> None:
     fee = tx.outputs[-1]
     assert fee.locking == FEE_WALLET.locking_bytecode
     assert fee.token == TokenData(hex_to_hash(TOKEN_A), 100_000)
-    assert result.fee_token_amount == 100_000 and result.fee_sats == fee.value
-    assert fee.value == dust_threshold(fee)
+    # The fee is the tokens; the dust sats its output carries are not the router's fee.
+    assert result.fee_token_amount == 100_000 and result.fee_sats == 0
+    assert fee.value == dust_threshold(fee) == result.route.fee.sats
+    for doc in (result.to_json(), orjson.loads(result.to_json_bytes())):
+        assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "100000")
+        assert doc["route"]["router_fee"] == {
+            "asset": TOKEN_A,
+            "amount": "100000",
+            "sats": str(fee.value),
+            "bps": 10,
+        }
     # No token change: the input held exactly the amount sold.
     assert [o.token.category for o in tx.outputs[n:] if o.token] == [
         hex_to_hash(TOKEN_B),
         hex_to_hash(TOKEN_A),
     ]
+
+
+def test_a_token_fee_below_one_token_is_absent() -> None:
+    """999 tokens at 10 bps is 0.999 of a token: no fee, no fee output, both fields "0"."""
+    inputs = [
+        funding("bch", 100_000),
+        funding("tok", 1_000, token={"category": TOKEN_B, "amount": "999"}),
+    ]
+    result = run(build_params(TOKEN_B, TOKEN_A, 999, inputs))
+    check_common(result)
+    assert result.route.kind == "two_hop" and result.route.fee.amount == 0
+    assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)
+    doc = orjson.loads(result.to_json_bytes())
+    assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
 
 
 def test_without_a_router_fee_there_is_no_fee_output() -> None:
@@ -200,6 +224,9 @@ def test_a_fee_below_dust_is_not_charged() -> None:
     result = run(params)
     check_common(result)
     assert result.fee_sats == 0
+    doc = orjson.loads(result.to_json_bytes())
+    assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
+    assert doc["route"]["router_fee"] == {"asset": BCH, "amount": "0", "sats": "0", "bps": 10}
     assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)
     n = len(result.route.legs)
     assert sum(result.tx.outputs[i].value - result.source_outputs[i].value for i in range(n)) == (

@@ -113,7 +113,7 @@ async def test_ladle_router_serves_a_live_index(tmp_path: Path) -> None:
             assert q["router_fee"] == {"asset": BCH, "amount": "2000", "sats": "2000", "bps": 10}
             assert q["index_height"] == s.net.nodes[0].height
             got = 0
-            for leg in q["pools"]:
+            for leg in q["legs"]:
                 entry = live[(leg["txid"], leg["tx_pos"])]  # a pool the ledger says is alive …
                 assert entry.category == token and entry.owner_pkh == leg["owner_pkh"]
                 assert entry.live_state is not None  # … in exactly the state it has
@@ -144,7 +144,9 @@ async def test_ladle_router_serves_a_live_index(tmp_path: Path) -> None:
 
 
 async def test_ladle_router_limits_from_the_command_line(tmp_path: Path) -> None:
-    async with standalone(tmp_path, "--max-connections", "1", "--rate", "0.01") as s:
+    # `--fee-bps 0`: running fee-less is allowed when asked for explicitly.
+    limits = ("--max-connections", "1", "--rate", "0.01", "--fee-bps", "0")
+    async with standalone(tmp_path, *limits) as s:
         async with connect(s.ready["router"]) as ws:
             await ws.send('{"id": "first", "method": "ping"}')
             assert orjson.loads(await ws.recv()) == {"id": "first", "result": "pong"}
@@ -167,12 +169,14 @@ async def test_ladle_router_limits_from_the_command_line(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     "argv",
     [
-        ["--max-connections", "0"],
-        ["--rate", "0"],
-        ["--port", "70000"],
-        ["--fee-bps", "5000"],
+        ["--fee-bps", "0", "--max-connections", "0"],
+        ["--fee-bps", "0", "--rate", "0"],
+        ["--fee-bps", "0", "--port", "70000"],
+        ["--fee-bps", "5000", "--fee-address", FEE_WALLET.token_address],
         ["--fee-address", "bitcoincash:qqqq"],
-        ["--exit-at-tip"],
+        ["--fee-bps", "0", "--exit-at-tip"],
+        [],  # no fee address and no explicit --fee-bps 0: the fee would silently be off
+        ["--fee-bps", "10"],
     ],
 )
 def test_ladle_router_bad_options_are_one_line_exit_2(
@@ -182,3 +186,5 @@ def test_ladle_router_bad_options_are_one_line_exit_2(
     assert args.func(args) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("ladle: error: ") and err.count("\n") == 1, err
+    if argv in ([], ["--fee-bps", "10"]):
+        assert "--fee-address" in err and "--fee-bps 0" in err, err

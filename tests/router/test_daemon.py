@@ -20,7 +20,7 @@ from router.daemon import DaemonConfig
 from router.params import RouterConfig
 from router.pools import BCH, Pool
 from tests.router.helpers import TOKEN_A, TOKEN_C, USER, build_params, funding, make_pool
-from tests.router.schemas import SCHEMAS
+from tests.router.schemas import SCHEMAS, validator
 from tests.router.test_daemon_support import (
     ERROR_REPLY,
     REQUEST,
@@ -58,6 +58,56 @@ async def test_quote_build_and_ping_round_trip() -> None:
         tx = Transaction.from_hex(built["unsigned_tx_hex"])
         assert len(built["source_outputs"]) == len(tx.inputs)
         assert built["expected_output"] == q["output_amount"]
+
+
+BUILD_PARAMS = validator("tx.build.params.json")
+
+
+def _spec_order() -> dict[str, Any]:
+    """A tx.build order in the spec's names: `funding` items `{txid, vout, value, script_hex}`."""
+    return build_params(
+        BCH, TOKEN_A, 100_000, [funding("f0", 10_000_000, by_address=False)], min_output="1"
+    )
+
+
+async def test_deprecated_alias_funding_inputs_builds_the_same() -> None:
+    order = _spec_order()
+    old = {k: v for k, v in order.items() if k != "funding"} | {"funding_inputs": order["funding"]}
+    for params in (order, old):
+        BUILD_PARAMS.validate(params)
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        built = await c.call("tx.build", order)
+        RESULTS["tx.build"].validate(built)
+        assert await c.call("tx.build", old) == built
+        sub = await c.call("tx.subscribe", old)  # tx.subscribe takes the same params
+        assert (await c.push())["params"] == {"subscription": sub["subscription"], "result": built}
+        both = order | {"funding_inputs": order["funding"]}
+        assert not BUILD_PARAMS.is_valid(both)
+        err = await c.error("tx.build", both)
+        assert err["code"] == "bad_request" and err["data"] == {"field": "funding"}
+        assert "deprecated alias funding_inputs" in err["message"]
+
+
+async def test_deprecated_alias_locking_script_hex_builds_the_same() -> None:
+    order = _spec_order()
+    [entry] = order["funding"]
+    assert set(entry) == {"txid", "vout", "value", "script_hex"}
+    script = entry.pop("script_hex")
+    old = order | {"funding": [entry | {"locking_script_hex": script}]}
+    BUILD_PARAMS.validate(old)
+    async with running(snapshot_of(standard_pools())) as server, client(server) as c:
+        built = await c.call("tx.build", order | {"funding": [entry | {"script_hex": script}]})
+        assert await c.call("tx.build", old) == built
+        both = order | {"funding": [entry | {"script_hex": script, "locking_script_hex": script}]}
+        assert not BUILD_PARAMS.is_valid(both)
+        err = await c.error("tx.build", both)
+        assert err["code"] == "bad_request" and err["data"] == {"field": "funding[0].script_hex"}
+        bad = order | {"funding": [entry | {"locking_script_hex": "zz"}]}
+        assert await c.error("tx.build", bad) == {
+            "code": "bad_request",
+            "message": "funding[0].script_hex is not hex",
+            "data": {"field": "funding[0].script_hex"},
+        }
 
 
 async def test_replies_echo_ids_of_every_json_type() -> None:
@@ -114,7 +164,7 @@ async def test_request_errors() -> None:
         # 501 funding inputs
         inputs = [funding(f"f{i}", 10_000) for i in range(501)]
         err = await c.error("tx.build", build_params(BCH, TOKEN_A, 1000, inputs))
-        assert err["code"] == "bad_request" and err["data"] == {"field": "funding_inputs"}
+        assert err["code"] == "bad_request" and err["data"] == {"field": "funding"}
         # 500 is fine (the request is ~110 kB; selection takes the fewest inputs)
         inputs = [funding(f"f{i}", 20_000 + i) for i in range(500)]
         built = await c.call("tx.build", build_params(BCH, TOKEN_A, 100_000, inputs))
@@ -178,7 +228,7 @@ async def test_pools_the_contract_cannot_continue_are_left_out(
     pools = edge_pools()
     async with running(snapshot_of(pools), RouterConfig()) as server, client(server) as c:
         order, q = await most_sold(c)
-        legs = {(leg["txid"], leg["tx_pos"]): leg for leg in q["pools"]}
+        legs = {(leg["txid"], leg["tx_pos"]): leg for leg in q["legs"]}
         assert set(legs) == {(p.txid, p.vout) for p in (pools[0], pools[2])}
         for leg in legs.values():  # drained to the reserve of the amount each now holds
             assert int(leg["tokens_after"]) >= 2**32
@@ -211,7 +261,7 @@ async def test_coins_beyond_a_category_s_supply_are_a_bad_request() -> None:
         claimed = 2**63 - 1 - 10**12 + 1  # one more than the pool leaves of the supply
         coins = [funding("big", 1_000, token=token(BIG_SUPPLY, claimed)), funding("p", 10**5)]
         err = await c.error("tx.build", build_params(BIG_SUPPLY, BCH, 10**10, coins))
-        assert err["code"] == "bad_request" and err["data"] == {"field": "funding_inputs"}
+        assert err["code"] == "bad_request" and err["data"] == {"field": "funding"}
         coins[0] = funding("big", 1_000, token=token(BIG_SUPPLY, claimed - 1))
         built = await c.call("tx.build", build_params(BIG_SUPPLY, BCH, 10**10, coins))
         assert int(built["expected_output"]) > 0

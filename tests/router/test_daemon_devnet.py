@@ -77,6 +77,7 @@ async def stack() -> AsyncIterator[Stack]:
 
 
 async def funding_of(s: Stack, wallet: Wallet) -> list[dict[str, Any]]:
+    """The wallet's coins as the spec's `funding` items: {txid, vout, value, script_hex, token?}."""
     coins = await s.electrum.listunspent(electrum_scripthash(wallet.locking_bytecode))
     out = []
     for u in coins:
@@ -84,7 +85,7 @@ async def funding_of(s: Stack, wallet: Wallet) -> list[dict[str, Any]]:
             "txid": u.outpoint.txid_hex,
             "vout": u.outpoint.index,
             "value": str(u.value),
-            "address": wallet.token_address if u.token else wallet.address,
+            "script_hex": wallet.locking_bytecode.hex(),
         }
         if u.token is not None:
             entry["token"] = u.token.to_json()
@@ -147,12 +148,12 @@ async def trade(
         "amount": str(amount),
         "receive_addr": wallet.token_address,
         "change_addr": wallet.address,
-        "funding_inputs": await funding_of(s, wallet),
+        "funding": await funding_of(s, wallet),
     }
     result: dict[str, Any] = await c.call("tx.build", params)
     signed = sign(wallet, s, result)
     await settle(s, signed)
-    n_pools = len(result["route"]["pools"])
+    n_pools = len(result["route"]["legs"])
     got = await received(s, wallet, signed.txid_hex, n_pools, buy)
     assert got == int(result["expected_output"]), (sell, buy)
     return result
@@ -181,7 +182,7 @@ async def test_devnet_trades_and_a_race() -> None:
                     "amount": "3000000",
                     "receive_addr": w.token_address,
                     "change_addr": w.address,
-                    "funding_inputs": await funding_of(s, w),
+                    "funding": await funding_of(s, w),
                 }
                 await cx.call("tx.subscribe", params)
                 push = await cx.push()
@@ -189,14 +190,14 @@ async def test_devnet_trades_and_a_race() -> None:
                 return result
 
             first, second = await subscribe(c1, w1), await subscribe(c2, w2)
-            legs = {(p["txid"], p["tx_pos"]) for p in first["route"]["pools"]}
-            assert legs & {(p["txid"], p["tx_pos"]) for p in second["route"]["pools"]}
+            legs = {(p["txid"], p["tx_pos"]) for p in first["route"]["legs"]}
+            assert legs & {(p["txid"], p["tx_pos"]) for p in second["route"]["legs"]}
             winner = sign(w1, s, first)
             await settle(s, winner)
             fresh = (await c2.push(timeout=10))["params"]["result"]
             assert fresh["unsigned_tx_hex"] != second["unsigned_tx_hex"]
-            assert not legs & {(p["txid"], p["tx_pos"]) for p in fresh["route"]["pools"]}
+            assert not legs & {(p["txid"], p["tx_pos"]) for p in fresh["route"]["legs"]}
             loser = sign(w2, s, fresh)
             await settle(s, loser)
-            n = len(fresh["route"]["pools"])
+            n = len(fresh["route"]["legs"])
             assert await received(s, w2, loser.txid_hex, n, a) == int(fresh["expected_output"])

@@ -47,13 +47,13 @@ def order(wallet: Any = USER, label: str = "f0", amount: int = 300_000) -> dict[
 
 
 def pool_inputs(result: dict[str, Any]) -> list[tuple[str, int]]:
-    return [(leg["txid"], leg["tx_pos"]) for leg in result["route"]["pools"]]
+    return [(leg["txid"], leg["tx_pos"]) for leg in result["route"]["legs"]]
 
 
 def confirm(snap: PoolSnapshot, result: dict[str, Any], height: int) -> None:
     """Mine a built trade into the snapshot: its pools are spent and re-created as outputs."""
     tx = Transaction.from_hex(result["unsigned_tx_hex"])
-    legs = result["route"]["pools"]
+    legs = result["route"]["legs"]
     removed, added = [], []
     for i, leg in enumerate(legs):
         old = snap.pool(OutPoint.from_hex(leg["txid"], leg["tx_pos"]))
@@ -157,7 +157,7 @@ async def test_route_subscription_pushes_on_price_moves_only() -> None:
         first = (await c.push())["params"]["result"]
         assert first == await c.call("quote", params)
         # confirming a pending pool changes the version and height, not the route
-        used = first["pools"][0]
+        used = first["legs"][0]
         old = snap.pool(OutPoint.from_hex(used["txid"], used["tx_pos"]))
         assert old is not None
         moved = pending_trade(snap, old, old.sats // 2, old.tokens * 2, "half")
@@ -232,6 +232,6 @@ async def test_the_loser_of_a_race_gets_a_fresh_transaction() -> None:
         assert not shared & set(pool_inputs(fresh))  # nothing already spent
         tx = Transaction.from_hex(fresh["unsigned_tx_hex"])
         live_now = {(p.txid, p.vout) for p in snap.all_pools()}
-        n = len(fresh["route"]["pools"])
+        n = len(fresh["route"]["legs"])
         assert all((i.outpoint.txid_hex, i.outpoint.index) in live_now for i in tx.inputs[:n])
         assert int(fresh["expected_output"]) < int(theirs["expected_output"])  # price moved

@@ -61,8 +61,8 @@ def _many_pools() -> PoolBook:
     )
 
 
-TOKENS_A = funding("tokA", 900, token=_token(TOKEN_A, 500_000_000))
-BIG = funding("big", 200_000_000)
+TOKENS_A = funding("tokA", 900, token=_token(TOKEN_A, 500_000_000), by_address=False)
+BIG = funding("big", 200_000_000, by_address=False)  # the spec's script_hex
 SCENARIOS: dict[str, tuple[dict[str, Any], RouterConfig, PoolBook | None]] = {
     "bch->token sell, fee": (build_params(BCH, TOKEN_A, 3_000_000, [BIG]), FEE, None),
     "bch->token buy, no fee": (

@@ -130,6 +130,13 @@ def _without(params: dict[str, Any], key: str) -> dict[str, Any]:
 
 OK_INPUTS = [funding("a", 600)]
 
+
+def _four_with(**entry: Any) -> list[dict[str, Any]]:
+    """Four funding inputs, the last without its address and with `entry` merged in."""
+    last = {k: v for k, v in funding("d", 600).items() if k != "address"}
+    return [funding("a", 600), funding("b", 600), funding("c", 600), {**last, **entry}]
+
+
 # (params, word the message names, whether the JSON Schema rejects it too: decoding addresses,
 # the token-aware rule, address/script agreement and duplicate outpoints are beyond it)
 BAD_BUILDS: list[tuple[dict[str, Any], str, bool]] = [
@@ -145,16 +152,50 @@ BAD_BUILDS: list[tuple[dict[str, Any], str, bool]] = [
     (build_params(BCH, TOKEN_A, 1, _one(value="0")), "value", True),
     (
         build_params(BCH, TOKEN_A, 1, [{"txid": TOKEN_B, "vout": 0, "value": "600"}]),
-        "locking_script_hex or address",
+        "funding[0]: give script_hex (or address)",
         True,
     ),
     (
-        build_params(BCH, TOKEN_A, 1, _one(locking_script_hex=p2sh20_locking(bytes(20)).hex())),
+        build_params(BCH, TOKEN_A, 1, _one(script_hex=p2sh20_locking(bytes(20)).hex())),
         "disagree",
         True,
     ),
+    (
+        build_params(BCH, TOKEN_A, 1, _four_with(script_hex="zz")),
+        "funding[3].script_hex is not hex",
+        True,
+    ),
+    (  # the deprecated alias's errors name the spec's field too
+        build_params(BCH, TOKEN_A, 1, _four_with(locking_script_hex="zz")),
+        "funding[3].script_hex is not hex",
+        True,
+    ),
+    (
+        build_params(
+            BCH,
+            TOKEN_A,
+            1,
+            _four_with(
+                script_hex=USER.locking_bytecode.hex(),
+                locking_script_hex=USER.locking_bytecode.hex(),
+            ),
+        ),
+        "give funding[3].script_hex or its deprecated alias funding[3].locking_script_hex",
+        True,
+    ),
+    (
+        {**build_params(BCH, TOKEN_A, 1, OK_INPUTS), "funding_inputs": OK_INPUTS},
+        "give funding or its deprecated alias funding_inputs, not both",
+        True,
+    ),
+    (_without(build_params(BCH, TOKEN_A, 1, OK_INPUTS), "funding"), "missing field: funding", True),
+    (
+        {**build_params(BCH, TOKEN_A, 1, OK_INPUTS), "funding": {"txid": TOKEN_B}},
+        "funding must be an array",
+        True,
+    ),
     (build_params(BCH, TOKEN_A, 1, _one(address=_p2sh_address())), "only P2PKH", False),
-    (build_params(BCH, TOKEN_A, 1, _one(token={"category": "zz"})), "bad token", True),
+    (build_params(BCH, TOKEN_A, 1, _one(token={"category": "zz"})), "funding[0].token", True),
     (build_params(BCH, TOKEN_A, 1, _one(colour="red")), "colour", True),
     (_without(build_params(BCH, TOKEN_A, 1, OK_INPUTS), "change_addr"), "change_addr", True),
 ]
@@ -162,8 +203,30 @@ BAD_BUILDS: list[tuple[dict[str, Any], str, bool]] = [
 
 @pytest.mark.parametrize(("params", "word", "schema_rejects"), BAD_BUILDS)
 def test_bad_build_params(params: dict[str, Any], word: str, schema_rejects: bool) -> None:
-    assert word in build_error(params).message
+    error = build_error(params)
+    assert word in error.message
+    if word.startswith("funding[3].script_hex"):  # the spec's field, whatever the name sent
+        assert error.data == {"field": "funding[3].script_hex"}
     assert BUILD_SCHEMA.is_valid(params) is not schema_rejects
+
+
+def test_spec_names_and_deprecated_aliases_parse_alike() -> None:
+    """`funding` / `script_hex` are the spec's names; `funding_inputs` / `locking_script_hex`
+    (the previous release's) are deprecated aliases that parse to the same request."""
+    spec = [funding("a", 5_000, by_address=False), funding("b", 600)]
+    assert "script_hex" in spec[0] and "address" not in spec[0]
+    params = build_params(BCH, TOKEN_A, 1_000, spec)
+    assert "funding" in params
+    want = parse_build_params(params)
+    old_entry = {("locking_script_hex" if k == "script_hex" else k): v for k, v in spec[0].items()}
+    for aliased in (
+        {**_without(params, "funding"), "funding_inputs": spec},  # the old list name
+        {**params, "funding": [old_entry, spec[1]]},  # the old script name
+        {**_without(params, "funding"), "funding_inputs": [old_entry, spec[1]]},  # both
+    ):
+        BUILD_SCHEMA.validate(aliased)
+        assert parse_build_params(aliased) == want
+    BUILD_SCHEMA.validate(params)
 
 
 def test_network_rules() -> None:

@@ -58,7 +58,8 @@ async def session() -> str:
     push when another trade moves a pool, unsubscribe, an unknown method."""
     snap = snapshot_of(even_pools(TOKEN_A, 2, 5_000_000, 50.0, "example"))
     order = {"sell": BCH, "buy": TOKEN_A, "amount": "1000000"}
-    build = build_params(BCH, TOKEN_A, 1_000_000, [funding("example", 2_000_000)])
+    coin = funding("example", 2_000_000, by_address=False)  # the spec's names: script_hex
+    build = build_params(BCH, TOKEN_A, 1_000_000, [coin])
     del build["side"]
     requests: list[dict[str, Any]] = [
         {"id": 1, "method": "ping"},

@@ -88,7 +88,7 @@ def test_a_pool_of_either_hop_offered_as_funding_is_refused(hop: int) -> None:
     offered = [*plain, _as_funding(spent, 10**7)]
     error = _refusal(build_params(TOKEN_A, TOKEN_B, 10**8, offered), book)
     assert error is not None and error.code is ErrorCode.BAD_REQUEST
-    assert "is pool" in error.message and "funding_inputs[2]" in error.message
+    assert "is pool" in error.message and "funding[2]" in error.message
 
 
 def test_a_pool_offered_by_a_seller_is_refused() -> None:
@@ -99,7 +99,7 @@ def test_a_pool_offered_by_a_seller_is_refused() -> None:
     offered = [_as_funding(route.legs[0].pool, 10**6), *plain]
     error = _refusal(build_params(TOKEN_B, BCH, 10**5, offered), book)
     assert error is not None and error.code is ErrorCode.BAD_REQUEST
-    assert "funding_inputs[0] is pool" in error.message
+    assert "funding[0] is pool" in error.message
 
 
 # --- a hop's pool bytes -----------------------------------------------------------------------

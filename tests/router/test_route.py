@@ -526,9 +526,9 @@ def test_quote_json_matches_its_schema_and_carries_the_snapshot() -> None:
         assert doc["snapshot_version"] == 42 and doc["index_height"] == 812_345
         assert doc["input_is_bch"] is (request.sell == BCH)
         assert doc["output_is_bch"] is (request.buy == BCH)
-        assert len(doc["pools"]) == len(q.legs)
+        assert len(doc["legs"]) == len(q.legs)
         assert doc["price_impact"] >= 0
-        for leg, entry in zip(q.legs, doc["pools"], strict=True):
+        for leg, entry in zip(q.legs, doc["legs"], strict=True):
             assert entry["txid"] == leg.pool.txid and entry["tx_pos"] == leg.pool.vout
             assert int(entry["sats_after"]) == leg.after.sats
     with pytest.raises(ValidationError):

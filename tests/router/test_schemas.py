@@ -7,6 +7,7 @@ import json
 import pytest
 
 from router.errors import ErrorCode, RouterError
+from router.quotes import RouteKind
 from tests.router.schemas import SCHEMAS, Draft202012Validator, validator
 
 NAMES = [
@@ -35,3 +36,18 @@ def test_error_codes_match() -> None:
     check.validate(RouterError(ErrorCode.SLIPPAGE, "why").to_json())
     assert not check.is_valid({"code": "oops", "message": "x"})
     assert not check.is_valid({"code": "bad_request"})
+
+
+def test_route_kinds_match() -> None:
+    doc = json.loads((SCHEMAS / "quote.result.json").read_text())
+    assert doc["properties"]["kind"]["enum"] == [k.value for k in RouteKind]
+
+
+def test_build_params_name_the_spec_fields_and_mark_the_aliases() -> None:
+    """The spec's swap build request names; the previous release's are deprecated aliases."""
+    doc = json.loads((SCHEMAS / "tx.build.params.json").read_text())
+    assert doc["properties"]["funding_inputs"]["deprecated"] is True
+    item = doc["$defs"]["funding_input"]["properties"]
+    assert {"txid", "vout", "value", "script_hex", "token"} <= set(item)
+    assert item["locking_script_hex"]["deprecated"] is True
+    assert not doc["properties"]["funding"].get("deprecated", False)
