@@ -16,8 +16,9 @@ and the pending ones it double-spends); this class only mirrors the server's mem
 
 Where the txids come from depends on the server:
 
-- **Rostrum** (`mempool.get`): the whole mempool, on every header notification and every
-  `interval` seconds.
+- **Rostrum** (`mempool.get`): the whole mempool, on every header notification, every
+  `interval` seconds, and whenever a watched pool address notifies (as below), so a pool trade
+  is live within one round trip of reaching the server.
 - **Fulcrum fallback** (no mempool listing): only transactions touching *known pool
   addresses* can be discovered. The follower subscribes to the Electrum scripthash of every
   owner with a live pool (`blockchain.scripthash.subscribe`) and reads the unconfirmed history
@@ -134,6 +135,12 @@ class MempoolFollower:
     async def refresh(self) -> None:
         caps = await self.client.capabilities()
         if caps.mempool_get:
+            # The listing is the source; the pool addresses are watched too, so a trade against
+            # a live pool wakes the follower at once instead of at the next poll. Without that
+            # a client's second swap, built right after its first was broadcast, would be
+            # routed over the pool the first one spent: a double spend the node refuses.
+            await self._watch_addresses()
+            self._dirty.clear()
             current = {hex_to_hash(t) for t in await self.client.mempool_txids()}
             await self._mirror(current)
             return

@@ -5,6 +5,7 @@ told by the scripthash subscriptions of the known pool addresses."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -116,3 +117,27 @@ async def test_a_conflicting_transaction_that_wins_evicts_the_loser(
         assert tx.txid not in run.store.mempool_txids()
         rows = await dump(run.store.conn, ["cauldron_trades"])
         assert tx.txid[::-1] not in {bytes(r[0]) for r in rows["cauldron_trades"]}
+
+
+async def test_a_pool_trade_wakes_the_rostrum_follower_between_polls() -> None:
+    """With a listing to poll, the pool addresses are still watched: a trade is live long
+    before the next poll (an hour away here), so a client's next build routes around it."""
+    net = Devnet(devnet_config(rostrum=True))
+    await net.start()
+    try:
+        generator = ScenarioGenerator(net, SMALL.replace(seed=22, days=1, mempool_txs=0))
+        await generator.run()
+        async with following(urls(net), mempool_interval=3600.0) as run:
+            # The headers subscription's first notice asks for a second round: let it pass,
+            # so that only a push can start the next one.
+            await wait_until(lambda: run.follower.rounds >= 2, what="the second round")
+            await asyncio.sleep(0.2)
+            rounds = run.follower.rounds
+            tx = await new_trade(generator)
+            await wait_until(
+                lambda: run.snapshot.is_pending(tx.txid), timeout=5.0, what="the pushed trade"
+            )
+            assert all(run.snapshot.pool(op) is None for op in pool_inputs(run, tx))
+            assert run.follower.rounds > rounds
+    finally:
+        await net.stop()
