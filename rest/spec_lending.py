@@ -1,4 +1,4 @@
-"""OpenAPI schemas and paths of the lending endpoints, merged by `rest.spec.build`.
+"""OpenAPI answer schemas of the lending endpoints, merged by `rest.spec.build`.
 
 Semantics (units, what "crankable" means, the ratio buckets, the APR formula):
 docs/api-lending.md.
@@ -6,35 +6,9 @@ docs/api-lending.md.
 
 from __future__ import annotations
 
-from typing import Any
-
 from indexer.store.queries_lending import RATIO_BUCKETS
-from rest import params as prm
-from rest.routes.lending import (
-    HISTORY_LIMIT,
-    LOANS_LIMIT,
-    MAX_NFTHS,
-    MAX_PRICE,
-    MAX_RATE_BP,
-    STATE_LIMIT,
-    V1_KINDS,
-    V11_KINDS,
-)
-from rest.spec import (
-    HEX64,
-    TIME,
-    UINT,
-    Schema,
-    _param,
-    array,
-    nullable,
-    obj,
-    op,
-    q_limit,
-    q_offset,
-    q_time,
-    ref,
-)
+from rest.routes.lending import V1_KINDS, V11_KINDS
+from rest.spec import HEX64, TIME, UINT, Schema, array, nullable, obj, ref
 
 CENTS = {**UINT, "description": "US cents (stablecoin base units)"}
 SATS = {**UINT, "description": "sats"}
@@ -185,111 +159,3 @@ SCHEMAS: dict[str, Schema] = {
     "LendingStats": _stats("v11"),
     "LendingStatsV1": _stats("v1"),
 }
-
-
-def _hash_param(name: str, what: str) -> Schema:
-    return _param(name, "path", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}, what, True)
-
-
-def _history_params() -> list[Schema]:
-    return [
-        q_offset(),
-        q_limit(HISTORY_LIMIT),
-        _param(
-            "nfth",
-            "query",
-            {"type": "string"},
-            f"comma-separated 64-hex borrower NFT hashes (at most {MAX_NFTHS}): only their "
-            "loans' actions",
-            False,
-        ),
-    ]
-
-
-def _loan_pages() -> list[Schema]:
-    return [q_offset(), q_limit(LOANS_LIMIT)]
-
-
-def _since() -> list[Schema]:
-    return [q_time("since", "only states with mtp > since (default 0)"), q_limit(STATE_LIMIT)]
-
-
-def paths() -> dict[str, Any]:
-    """Path → GET operation (built with `rest.spec.op`)."""
-    borrower = _hash_param("borrower_hash", "the borrower's NFT hash (64 hex)")
-    v11, v1 = "/lending/v11", "/lending"
-    out: dict[str, Any] = {
-        f"{v11}/allowances/{{owner_hash}}": op(
-            "Unspent outputs payable to an owner NFT hash",
-            "LendingAllowances",
-            [_hash_param("owner_hash", "the owner's NFT hash (64 hex)")],
-            "In chain order; an unknown hash is an empty list.",
-        ),
-        f"{v11}/bar/history": op("Bar states, newest first", "LendingBarStates", _since()),
-        f"{v11}/crankable": op(
-            "Loans a keeper may process now",
-            "LendingCrankable",
-            [
-                q_time("now", "the time to judge at (default: now)"),
-                _param(
-                    "price",
-                    "query",
-                    {"type": "integer", "minimum": 1, "maximum": MAX_PRICE},
-                    "cents per BCH to judge at (default: the oracle's price at now)",
-                    False,
-                ),
-                _param(
-                    "rate_bp",
-                    "query",
-                    {"type": "integer", "minimum": 0, "maximum": MAX_RATE_BP},
-                    "the interest-rate oracle's bp value to judge at (default: the indexed "
-                    "rate oracle's value at now; without one no loan is redeemable)",
-                    False,
-                ),
-            ],
-        ),
-        f"{v11}/history": op("v11 loan actions, newest first", "LendingActions", _history_params()),
-        f"{v11}/loan/{{borrower_hash}}/history": op(
-            "One v11 borrower's actions in chain order",
-            "LendingActions",
-            [borrower],
-            "An unknown hash is an empty list.",
-        ),
-        f"{v11}/loans/active": op(
-            "Active v11 loans", "LendingLoans", _loan_pages(), "Chain order (stable for paging)."
-        ),
-        f"{v11}/pool/history": op(
-            "Liquidation pool states, newest first", "LendingPoolStates", _since()
-        ),
-        f"{v11}/staking/apr": op(
-            "Staking yield of the bar and the pool",
-            "LendingApr",
-            [
-                _param(
-                    "window",
-                    "query",
-                    {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": prm.MAX_TIME,
-                        "default": 604_800,
-                    },
-                    "seconds before now (default 7 days)",
-                    False,
-                )
-            ],
-        ),
-        f"{v11}/stats": op("Totals of the active v11 loans", "LendingStats", []),
-        f"{v1}/history": op("v1 loan actions, newest first", "LendingActionsV1", _history_params()),
-        f"{v1}/loan/{{borrower_hash}}/history": op(
-            "One v1 borrower's actions in chain order",
-            "LendingActionsV1",
-            [borrower],
-            "An unknown hash is an empty list.",
-        ),
-        f"{v1}/loans/active": op(
-            "Active v1 loans", "LendingLoansV1", _loan_pages(), "Chain order (stable for paging)."
-        ),
-        f"{v1}/stats": op("Totals of the active v1 loans", "LendingStatsV1", []),
-    }
-    return out

@@ -1,24 +1,8 @@
-"""OpenAPI schemas and paths of the oracle and registry endpoints, merged by `rest.spec.build`."""
+"""OpenAPI answer schemas of the oracle and registry endpoints, merged by `rest.spec.build`."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rest import params as prm
-from rest.routes.oracle import MAX_UPDATES
-from rest.spec import (
-    HEX64,
-    TIME,
-    UINT,
-    Schema,
-    _param,
-    array,
-    nullable,
-    obj,
-    op,
-    q_time,
-    ref,
-)
+from rest.spec import HEX64, TIME, UINT, Schema, array, nullable, obj, ref
 
 STRING = {"type": "string"}
 
@@ -84,57 +68,3 @@ SCHEMAS: dict[str, Schema] = {
     "RegistryToken": nullable(ref("RegistryEntry")),
     "RegistryTokenAll": array(ref("RegistryEntry")),
 }
-
-_FEED = {**HEX64, "description": "the feed's token category (64 hex)"}
-_CATEGORY = {"type": "string", "description": "64-hex token id, or a symbol"}
-
-
-def paths() -> dict[str, Any]:
-    """Path → GET operation (built with `rest.spec.op`)."""
-    step = _param(
-        "stepsize",
-        "query",
-        {"type": "integer", "minimum": prm.MIN_STEP, "maximum": prm.MAX_STEP},
-        "one entry per interval [start + k·stepsize, start + (k+1)·stepsize): the last update "
-        f"in it; at most {prm.MAX_INTERVALS} intervals (default: every update, at most "
-        f"{MAX_UPDATES})",
-        False,
-    )
-    category = _param("category", "path", _CATEGORY, "token id (64 hex) or symbol", True)
-    return {
-        "/oracle/feed/{token}/history": op(
-            "An oracle feed's updates",
-            "FeedHistory",
-            [
-                _param("token", "path", _FEED, "the feed's token category (64 hex)", True),
-                _param("start", "query", {**UINT, "maximum": prm.MAX_TIME}, "window start", True),
-                q_time("end", "window end, inclusive (default: now)"),
-                step,
-            ],
-            "Oldest first; [] when the feed has no update in the window (or is unknown).",
-        ),
-        "/oracle/feed/closest": op(
-            "The update closest to a time",
-            "FeedClosest",
-            [
-                _param("token_id", "query", _FEED, "the feed's token category (64 hex)", True),
-                q_time("timestamp", "Unix seconds (default: now)"),
-            ],
-            "Ties go to the earlier update; null when the feed has no update. A malformed "
-            "token_id is a 404.",
-        ),
-        "/registry/token/{category}": op(
-            "The token's on-chain registry entry",
-            "RegistryToken",
-            [category],
-            "null when no registry on the token's authchain has a stored copy describing it, "
-            "or no token has the symbol.",
-        ),
-        "/registry/token/{category}/all": op(
-            "Every registry's entry for the token",
-            "RegistryTokenAll",
-            [category],
-            "On-chain first, then each configured off-chain source (by name) describing it; "
-            "[] when none does, or no token has the symbol.",
-        ),
-    }
