@@ -32,6 +32,12 @@ MAX_PRICE = 0xFFFF_FFFF  # Delphi prices are u32 cents per BCH
 MAX_RATE_BP = 0xFFFF  # the rate oracle's bp value is a u16
 
 HEX64 = "[0-9a-fA-F]{64}"
+# What str.isspace (and so str.strip) calls whitespace, spelled out: `\s` and `\S` differ
+# between Python's regular expressions and JSON Schema's (ECMA 262).
+SPACE = (
+    "\\u0009-\\u000d\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029"
+    "\\u202f\\u205f\\u3000"
+)
 # A 64-hex id, or a symbol (`rest.tokens.SYMBOL`; a symbol is never 33+ hex digits, so the
 # two cannot be confused).
 TOKEN_PATTERN = f"^([0-9a-fA-F]{{64}}|{SYMBOL_CHAR}{{1,32}})$"
@@ -53,7 +59,7 @@ SearchText = Annotated[
     Meta(
         min_length=1,
         max_length=MAX_QUERY,
-        pattern=r"\S",
+        pattern=f"[^{SPACE}]",
         description="symbol, name or id prefix (spaces around it are trimmed)",
     ),
 ]
@@ -177,7 +183,7 @@ class ByIdsArgs(Args, frozen=True, kw_only=True):
     ids: Annotated[
         str,
         Meta(
-            pattern=rf"^\s*{HEX64}\s*(,\s*{HEX64}\s*){{0,{MAX_IDS - 1}}}$",
+            pattern=f"^ *{HEX64} *(, *{HEX64} *){{0,{MAX_IDS - 1}}}$",
             description=f"comma-separated 64-hex ids (at most {MAX_IDS}); unknown ids are omitted",
         ),
     ]
