@@ -113,7 +113,7 @@ class Endpoint(Generic[A]):
         try:
             return msgspec.convert(values, self.args)
         except msgspec.ValidationError as e:
-            raise _refusal(str(e), values) from None
+            raise self._refusal(str(e), values) from None
 
     def _value(self, name: str, text: str) -> str | int:
         if text == "":
@@ -129,13 +129,38 @@ class Endpoint(Generic[A]):
         endpoint.__name__ = handler.__name__
         return Route(self.path, endpoint)
 
-    def operation(self) -> dict[str, Any]:
-        """The OpenAPI GET operation (without its operationId and error responses)."""
+    @cached_property
+    def _schemas(self) -> dict[str, dict[str, Any]]:
+        """Each parameter's JSON Schema, as msgspec derives it (description included)."""
         _, components = msgspec.json.schema_components([self.args])
         props: dict[str, Any] = components[self.args.__name__].get("properties", {})
+        return {name: _without_null(props[name]) for name in self._fields}
+
+    def _refusal(self, message: str, values: dict[str, Any]) -> ApiError:
+        """msgspec's validation error → a 400 naming the parameter; a pattern mismatch says
+        what the pattern means (the description) rather than quoting the regex."""
+        missing = _MISSING.match(message)
+        if missing is not None:
+            name = missing.group(1)
+            return ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
+        at = _AT.search(message)
+        if at is None:  # every field error names its field; keep the message if one ever does not
+            return ApiError(400, "invalid_parameter", message)
+        name = at.group(1)
+        why = message[: at.start()]
+        why = why[:1].lower() + why[1:]
+        if why.startswith("invalid enum value"):  # it shows the value already
+            return ApiError.bad(name, why)
+        description = self._schemas.get(name, {}).get("description")
+        if why.startswith("expected `str` matching regex") and description:
+            why = f"must be {description}"
+        return ApiError.bad(name, f"{why}, got {show(str(values.get(name)))}")
+
+    def operation(self) -> dict[str, Any]:
+        """The OpenAPI GET operation (without its operationId and error responses)."""
         parameters = []
         for name, field in self._fields.items():
-            schema = _without_null(props[name])
+            schema = dict(self._schemas[name])
             description = schema.pop("description", "")
             where = "path" if name in self.path_names else "query"
             parameters.append(
@@ -170,22 +195,6 @@ def parse_int(name: str, text: str) -> int:
 
 def show(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
-
-
-def _refusal(message: str, values: dict[str, Any]) -> ApiError:
-    missing = _MISSING.match(message)
-    if missing is not None:
-        name = missing.group(1)
-        return ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
-    at = _AT.search(message)
-    if at is None:  # every field error names its field; keep the message if one ever does not
-        return ApiError(400, "invalid_parameter", message)
-    name = at.group(1)
-    why = message[: at.start()]
-    why = why[:1].lower() + why[1:]
-    if why.startswith("invalid enum value"):  # it shows the value already
-        return ApiError.bad(name, why)
-    return ApiError.bad(name, f"{why}, got {show(str(values.get(name)))}")
 
 
 def _is_int(t: mi.Type) -> bool:
