@@ -15,18 +15,12 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from schemathesis import Case, CheckContext, GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis import Case, CheckContext
 from schemathesis.core.transport import Response
-from schemathesis.specs.openapi.checks import (
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from broadcast.cli import start_server
 from tests.broadcast.helpers import config_for, devnet
+from tests.fuzz import error_of, fuzz
 
 EXAMPLES = 60
 DOC = Path(__file__).resolve().parents[2] / "schemas" / "openapi-broadcast.json"
@@ -77,19 +71,11 @@ def accepts_what_the_document_allows(
 ) -> bool | None:
     if response.status_code != 400:
         return None
-    error: dict[str, Any] = response.json()["error"]
+    error = error_of(response)
     assert error["code"] == "BAD_REQUEST" and error["message"].startswith(NOT_A_TRANSACTION), (
         f"{case.operation.label}: a request the document allows was refused: {error}"
     )
     return None
-
-
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    response_schema_conformance,
-    accepts_what_the_document_allows,
-]
 
 
 @pytest.mark.parametrize(
@@ -97,17 +83,4 @@ CHECKS = [
 )
 def test_the_service_accepts_what_the_document_allows(served: str, method: str, path: str) -> None:
     schema = schemathesis.openapi.from_path(DOC)
-    strategy = schema[path][method].as_strategy(generation_mode=GenerationMode.POSITIVE)
-
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(data=st.data())
-    def run(data: st.DataObject) -> None:
-        case = data.draw(strategy)
-        case.validate_response(case.call(base_url=served), checks=CHECKS)
-
-    run()
+    fuzz(schema[path][method], served, accepts_what_the_document_allows, EXAMPLES)

@@ -14,18 +14,12 @@ from typing import Any
 import pytest
 import schemathesis
 import uvicorn
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from schemathesis import Case, CheckContext, GenerationMode
-from schemathesis.checks import not_a_server_error
+from schemathesis import Case, CheckContext
 from schemathesis.core.transport import Response
-from schemathesis.specs.openapi.checks import (
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from rest.app import create_app
 from rest.endpoints import ENDPOINTS
+from tests.fuzz import error_of, fuzz
 from tests.rest.conftest import World
 from tests.rest.schemas import document
 
@@ -62,7 +56,7 @@ def accepts_what_the_document_allows(
     ambiguous symbol; anything else means the document promises more than the server takes."""
     if response.status_code != 400:
         return None
-    error: dict[str, Any] = response.json()["error"]
+    error = error_of(response)
     declared = REFUSALS[case.operation.path]
     found = (error["code"], error.get("parameter"))
     assert found in declared or error["code"] == "ambiguous_symbol", (
@@ -71,32 +65,9 @@ def accepts_what_the_document_allows(
     return None
 
 
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    response_schema_conformance,
-    accepts_what_the_document_allows,
-]
-
-
 @pytest.mark.parametrize("path", sorted(document()["paths"]))
 def test_the_server_accepts_what_the_document_allows(
     api: tuple[schemathesis.BaseSchema, str], path: str
 ) -> None:
     schema, base = api
-    operation = schema[path]["GET"]
-    strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
-
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(data=st.data())
-    def run(data: st.DataObject) -> None:
-        case = data.draw(strategy)
-        response = case.call(base_url=base)
-        case.validate_response(response, checks=CHECKS)
-
-    run()
+    fuzz(schema[path]["GET"], base, accepts_what_the_document_allows, EXAMPLES)
