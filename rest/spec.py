@@ -1,8 +1,8 @@
 """The OpenAPI 3.1 document, built here and kept in `schemas/openapi.json` (a test checks the
 file is current; regenerate with `python -m rest.spec > schemas/openapi.json`).
 
-One schema per response shape, every object closed (`additionalProperties: false`) so the
-tests' validation catches any undocumented field.
+Operations come from the endpoint declarations (`rest.endpoints`), the same that parse the
+requests; answer schemas from their Structs (`rest.answers`), by msgspec.
 """
 
 from __future__ import annotations
@@ -10,449 +10,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import msgspec
 import orjson
 
-from rest import params as prm
-from rest.tokenlist import SORT_KEYS
-
-Schema = dict[str, Any]
-
-HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-HEX40 = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
-POOL_ID = {"type": "string", "pattern": "^[0-9a-f]{64}:(0|[1-9][0-9]*)$"}
-INT = {"type": "integer"}
-UINT = {"type": "integer", "minimum": 0}
-TIME = {"type": "integer", "minimum": 0, "description": "Unix seconds"}
-PRICE = {"type": "number", "description": "sats per token base unit"}
-
-
-def nullable(schema: Schema) -> Schema:
-    t = schema.get("type")
-    return (
-        {**schema, "type": [t, "null"]}
-        if isinstance(t, str)
-        else {"anyOf": [schema, {"type": "null"}]}
-    )
-
-
-def obj(description: str, props: dict[str, Schema]) -> Schema:
-    return {
-        "type": "object",
-        "description": description,
-        "properties": props,
-        "required": list(props),
-        "additionalProperties": False,
-    }
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def array(items: Schema) -> Schema:
-    return {"type": "array", "items": items}
-
-
-SCHEMAS: dict[str, Schema] = {
-    "Error": obj(
-        "Every non-2xx answer.",
-        {
-            "error": {
-                "type": "object",
-                "properties": {
-                    "code": {
-                        "type": "string",
-                        "description": "machine-readable: invalid_parameter, missing_parameter, "
-                        "unknown_parameter, ambiguous_symbol, not_found, unknown_token, "
-                        "unknown_pool, method_not_allowed, rate_limited, not_synced, "
-                        "database_unavailable, internal_error",
-                    },
-                    "message": {"type": "string"},
-                    "parameter": {"type": "string", "description": "the offending parameter"},
-                    "candidates": array(
-                        obj(
-                            "A token an ambiguous symbol names.",
-                            {
-                                "token_id": HEX64,
-                                "symbol": nullable({"type": "string"}),
-                                "name": nullable({"type": "string"}),
-                            },
-                        )
-                    ),
-                },
-                "required": ["code", "message"],
-                "additionalProperties": False,
-            }
-        },
-    ),
-    "Pool": obj(
-        "A live pool UTXO.",
-        {
-            "owner_p2pkh_addr": {
-                "type": "string",
-                "description": "the owner's token-aware P2PKH CashAddr",
-            },
-            "owner_pkh": HEX40,
-            "sats": UINT,
-            "token_id": HEX64,
-            "tokens": UINT,
-            "tx_pos": {**UINT, "description": "output index of the UTXO"},
-            "txid": HEX64,
-            "pool_id": {
-                **POOL_ID,
-                "description": "the lineage: outpoint of the pool's first UTXO the index knows",
-            },
-        },
-    ),
-    "PoolActive": obj("Live pools of a token and/or owner.", {"active": array(ref("Pool"))}),
-    "PoolPage": obj(
-        "Live pools of every token at their latest state, by token then chain order.",
-        {"pools": array(ref("Pool")), "total": {**UINT, "description": "all live pools"}},
-    ),
-    "TokenPoolTokens": obj(
-        "Tokens with at least one live pool, in the order they appeared.",
-        {
-            "tokens": array(
-                obj(
-                    "A token.",
-                    {
-                        "token_id": HEX64,
-                        "first_seen_height": {
-                            **nullable(UINT),
-                            "description": "null: its only pools are unconfirmed",
-                        },
-                        "first_seen_time": nullable(TIME),
-                        "first_pool_id": POOL_ID,
-                        "pools": {**UINT, "description": "live pools"},
-                        "tvl_sats": UINT,
-                        "tvl_tokens": UINT,
-                    },
-                )
-            )
-        },
-    ),
-    "PoolState": obj(
-        "One state of a pool lineage (a UTXO).",
-        {
-            "k": {"type": "string", "pattern": "^[0-9]+$", "description": "sats × tokens"},
-            "sats": UINT,
-            "tokens": UINT,
-            "timestamp": TIME,
-            "txid": HEX64,
-            "height": UINT,
-        },
-    ),
-    "PoolHistory": obj(
-        "A pool lineage's states in chain order.",
-        {
-            "pool_id": POOL_ID,
-            "owner_pkh": HEX40,
-            "token_id": HEX64,
-            "history": array(ref("PoolState")),
-        },
-    ),
-    "AggregatedApy": obj(
-        "LP yield over a window (docs/api.md).",
-        {
-            "apy": {
-                "type": "string",
-                "pattern": "^-?[0-9]+\\.[0-9]{10}$",
-                "description": "percent per year, decimal string",
-            },
-            "pools": {**UINT, "description": "pool lineages counted"},
-        },
-    ),
-    "ContractCount": obj(
-        "Pool contracts.",
-        {
-            "active": {**UINT, "description": "live pools"},
-            "ended": {**UINT, "description": "withdrawn lineages"},
-            "interactions": {**UINT, "description": "trades (transaction × token)"},
-        },
-    ),
-    "FirstPool": obj(
-        "The first UTXO of the token's first pool.",
-        {
-            "owner_p2pkh_addr": {"type": "string"},
-            "owner_pkh": HEX40,
-            "sats": UINT,
-            "token_id": HEX64,
-            "tokens": UINT,
-            "tx_pos": UINT,
-            "txid": HEX64,
-            "pool_id": POOL_ID,
-            "height": UINT,
-            "timestamp": TIME,
-        },
-    ),
-    "PriceCurrent": obj(
-        "Liquidity-weighted marginal price: Σ sats / Σ tokens of the live pools.",
-        {"price": nullable(PRICE)},
-    ),
-    "PriceAt": obj(
-        "Execution price of the last trade at or before the time, and that trade's time.",
-        {"price": nullable(PRICE), "timestamp": nullable(TIME)},
-    ),
-    "PriceHistory": obj(
-        "Per interval with trades: volume-weighted average, min and max execution price.",
-        {
-            "history": array(
-                obj(
-                    "An interval.",
-                    {
-                        "avg": PRICE,
-                        "max": PRICE,
-                        "min": PRICE,
-                        "time": {**TIME, "description": "interval start"},
-                    },
-                )
-            )
-        },
-    ),
-    "Candlesticks": obj(
-        "Per interval with trades: OHLC of execution prices in time order, and volumes.",
-        {
-            "candlesticks": array(
-                obj(
-                    "A candle.",
-                    {
-                        "open": PRICE,
-                        "high": PRICE,
-                        "low": PRICE,
-                        "close": PRICE,
-                        "time": {**TIME, "description": "interval start"},
-                        "volume_sats": UINT,
-                        "volume_tokens": UINT,
-                        "transaction_count": UINT,
-                    },
-                )
-            )
-        },
-    ),
-    "Bcmr": nullable(
-        obj(
-            "Registry metadata (null until a registry knows the token).",
-            {
-                "name": nullable({"type": "string"}),
-                "description": nullable({"type": "string"}),
-                "token": obj(
-                    "Token part.",
-                    {
-                        "category": HEX64,
-                        "decimals": nullable(INT),
-                        "symbol": nullable({"type": "string"}),
-                    },
-                ),
-                "uris": obj(
-                    "Links.",
-                    {"icon": nullable({"type": "string"}), "web": nullable({"type": "string"})},
-                ),
-            },
-        )
-    ),
-    "TokenObject": obj(
-        "A token as of the index tip (docs/api.md, token list).",
-        {
-            "token_id": HEX64,
-            "display_name": nullable({"type": "string"}),
-            "display_symbol": nullable({"type": "string"}),
-            "price_now": nullable(PRICE),
-            "price_now_usd": nullable({"type": "number"}),
-            "price_24h": nullable(PRICE),
-            "price_24h_usd": nullable({"type": "number"}),
-            "price_7d": nullable(PRICE),
-            "price_7d_usd": nullable({"type": "number"}),
-            "change_24h_bp": nullable(INT),
-            "change_24h_usd_bp": nullable(INT),
-            "change_7d_bp": nullable(INT),
-            "change_7d_usd_bp": nullable(INT),
-            "apy_30d_bp": INT,
-            "score": UINT,
-            "score_rank": {"type": "integer", "minimum": 1},
-            "trade_count": UINT,
-            "trade_volume": {**UINT, "description": "sats, last 24 h"},
-            "tvl_sats": UINT,
-            "tvl_tokens": UINT,
-            "pools": {**UINT, "description": "live pools"},
-            "bcmr": ref("Bcmr"),
-        },
-    ),
-    "TokenObjects": array(ref("TokenObject")),
-    "VolumeList": obj(
-        "Tokens by traded volume over a window.",
-        {
-            "period_start": TIME,
-            "period_end": TIME,
-            "tokens": array(
-                obj(
-                    "A token's volume.",
-                    {
-                        "token_id": HEX64,
-                        "display_symbol": nullable({"type": "string"}),
-                        "display_name": nullable({"type": "string"}),
-                        "volume_sats": UINT,
-                        "volume_tokens": UINT,
-                        "trade_count": UINT,
-                    },
-                )
-            ),
-        },
-    ),
-    "Trade": obj(
-        "One transaction's trade of one token.",
-        {
-            "txid": HEX64,
-            "blockhash": HEX64,
-            "height": UINT,
-            "timestamp_guess": {**TIME, "description": "block header time"},
-            "token_id": HEX64,
-            "direction": {"enum": ["buy", "sell"]},
-            "sats": {**UINT, "description": "BCH the trader paid (buy) or got (sell)"},
-            "tokens": {**UINT, "description": "tokens the trader got (buy) or paid (sell)"},
-            "volume_sats": UINT,
-            "volume_tokens": UINT,
-            "price": PRICE,
-            "lp_fee": UINT,
-            "pools": {**UINT, "description": "pools of this token traded with"},
-            "pools_touched": {**UINT, "description": "pools the transaction changed"},
-        },
-    ),
-    "TxLatest": array(ref("Trade")),
-    "UniqueAddresses": array(
-        {
-            "type": "array",
-            "prefixItems": [{"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}, UINT],
-            "minItems": 2,
-            "maxItems": 2,
-        }
-    ),
-    "ValueLocked": obj("Sats locked in all pools.", {"satoshis": UINT}),
-    "TokenValueLocked": obj(
-        "Value locked in one token's pools.",
-        {"satoshis": UINT, "token_amount": UINT, "token_id": HEX64},
-    ),
-    "Volume": obj(
-        "Traded volume of every token over a window.",
-        {"total_volume_sats": UINT, "period_start": TIME, "period_end": TIME},
-    ),
-    "TokenVolume": obj(
-        "Traded volume of one token over a window.",
-        {
-            "volume_sats": UINT,
-            "volume_tokens": UINT,
-            "token_id": HEX64,
-            "period_start": TIME,
-            "period_end": TIME,
-        },
-    ),
-    "Health": {
-        **obj(
-            "Index and database status.",
-            {
-                "status": {"enum": ["ok", "syncing", "empty", "unavailable"]},
-                "database": {"enum": ["ok", "unavailable"]},
-                "index_height": nullable(UINT),
-                "index_hash": nullable(HEX64),
-                "index_time": nullable(TIME),
-                "chain_height": nullable(UINT),
-                "lag_blocks": nullable(UINT),
-                "lag_seconds": nullable(UINT),
-                "synced": {"type": "boolean"},
-                "uptime_seconds": UINT,
-                "error": {"type": "string"},
-            },
-        ),
-        "required": [
-            "status",
-            "database",
-            "index_height",
-            "index_hash",
-            "index_time",
-            "chain_height",
-            "lag_blocks",
-            "lag_seconds",
-            "synced",
-            "uptime_seconds",
-        ],
-    },
-}
-
-
-def _param(name: str, where: str, schema: Schema, description: str, required: bool) -> Schema:
-    return {
-        "name": name,
-        "in": where,
-        "required": required or where == "path",
-        "description": description,
-        "schema": schema,
-    }
-
-
-TOKEN_REF = {"type": "string", "description": "64-hex token id, or a symbol"}
-
-
-def q_token(required: bool = False) -> Schema:
-    return _param("token", "query", TOKEN_REF, "token id (64 hex) or symbol", required)
-
-
-def p_token() -> Schema:
-    return _param("token", "path", TOKEN_REF, "token id (64 hex) or symbol", True)
-
-
-def q_pkh() -> Schema:
-    return _param("pkh", "query", HEX40, "owner public key hash (40 hex)", False)
-
-
-def q_time(name: str, description: str) -> Schema:
-    return _param(name, "query", {**UINT, "maximum": prm.MAX_TIME}, description, False)
-
-
-def q_limit(spec: prm.Limit) -> Schema:
-    return _param(
-        "limit",
-        "query",
-        {"type": "integer", "minimum": 1, "maximum": spec.maximum, "default": spec.default},
-        f"page size (1–{spec.maximum}, default {spec.default})",
-        False,
-    )
-
-
-def q_offset() -> Schema:
-    return _param(
-        "offset",
-        "query",
-        {"type": "integer", "minimum": 0, "maximum": prm.MAX_OFFSET, "default": 0},
-        "items to skip",
-        False,
-    )
-
-
-def q_by() -> Schema:
-    return _param("by", "query", {"enum": list(SORT_KEYS), "default": "score"}, "sort key", False)
-
-
-def q_order() -> Schema:
-    return _param(
-        "order", "query", {"enum": ["asc", "desc"]}, "desc by default (asc for name)", False
-    )
-
-
-def q_step() -> Schema:
-    return _param(
-        "stepsize",
-        "query",
-        {"type": "integer", "minimum": prm.MIN_STEP, "maximum": prm.MAX_STEP, "default": 3600},
-        f"interval length in seconds; at most {prm.MAX_INTERVALS} intervals per window",
-        False,
-    )
-
-
-def window(default: str) -> list[Schema]:
-    return [
-        q_time("start", f"window start (default: end − {default})"),
-        q_time("end", "window end, inclusive (default: now)"),
-    ]
-
+from rest import answers
+from rest.declare import Endpoint
+from rest.endpoints import ENDPOINTS
 
 ERRORS = {
     "400": "bad parameter (which and why)",
@@ -461,179 +24,42 @@ ERRORS = {
     "429": "rate limited (see Retry-After)",
     "503": "index not synced past the requested time, or database unavailable",
 }
+REF = "#/components/schemas/{name}"
 
 
-def op(
-    summary: str, schema: str, parameters: list[Schema], description: str = ""
-) -> dict[str, Any]:
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(name=name)}
+
+
+def operation(endpoint: Endpoint[Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The GET operation: parameters and description from the declaration, the 200 answer's
+    schema, and the error answers every endpoint shares."""
+    out = endpoint.operation()
+    out["operationId"] = "get_" + "_".join(
+        part.strip("{}") for part in endpoint.path.strip("/").split("/")
+    )
     responses: dict[str, Any] = {
         "200": {
             "description": "OK (headers: X-Index-Height, ETag, Cache-Control)",
-            "content": {"application/json": {"schema": ref(schema)}},
+            "content": {"application/json": {"schema": answer}},
         },
         "304": {"description": "Not modified (If-None-Match matched the ETag)"},
     }
     for code in ERRORS:
         responses[code] = {"$ref": f"#/components/responses/E{code}"}
-    out: dict[str, Any] = {
-        "summary": summary,
-        "parameters": parameters,
-        "responses": responses,
-    }
-    if description:
-        out["description"] = description
+    out["responses"] = responses
     return out
 
 
-def _paths() -> dict[str, Any]:
-    user = _param("user", "query", HEX40, "another name for pkh (not both)", False)
-    pool_active = [q_token(), q_pkh(), user]
-    latest_desc = (
-        "Pools at their latest state: a pool a mempool transaction spent is left out, the "
-        "pools mempool transactions created are in (after the confirmed ones)."
-    )
-    active_desc = (
-        "At least one of token and pkh (or user); both = pools of that owner and token. "
-        + latest_desc
-    )
-    return {
-        "/tokenpool/pool/active": op("Live pools", "PoolActive", pool_active, active_desc),
-        "/tokenpool/pools": op(
-            "Every live pool, at its latest state",
-            "PoolPage",
-            [
-                _param(
-                    "limit",
-                    "query",
-                    {"type": "integer", "minimum": 1, "maximum": prm.POOLS_LIMIT.maximum},
-                    "at most this many pools (default: all)",
-                    False,
-                ),
-                q_offset(),
-            ],
-            latest_desc,
-        ),
-        "/tokenpool/tokens": op(
-            "Tokens with at least one live pool", "TokenPoolTokens", [], latest_desc
-        ),
-        "/dex/contract/count": op("Pool contract counts", "ContractCount", []),
-        "/dex/contract/count/{token}": op(
-            "A token's pool contract counts", "ContractCount", [p_token()]
-        ),
-        "/dex/pool/active": op(
-            "Live pools (as /tokenpool/pool/active)", "PoolActive", pool_active, active_desc
-        ),
-        "/dex/pool/aggregated_apy": op(
-            "LP yield (APY)",
-            "AggregatedApy",
-            [q_token(), q_pkh(), *window("30 days")],
-            f"Window at least {prm.MIN_APY_WINDOW} s. No parameters: all owners and tokens.",
-        ),
-        "/dex/pool/history/{pool_id}": op(
-            "A pool lineage's states",
-            "PoolHistory",
-            [
-                _param("pool_id", "path", POOL_ID, "<txid>:<vout> of the lineage", True),
-                q_time("start", "only states from this time on"),
-            ],
-        ),
-        "/dex/price/{token}/current": op("Current price", "PriceCurrent", [p_token()]),
-        "/dex/price/{token}/at/{timestamp}": op(
-            "Price at or before a time",
-            "PriceAt",
-            [p_token(), _param("timestamp", "path", TIME, "Unix seconds", True)],
-        ),
-        "/dex/price/{token}/history": op(
-            "Price history", "PriceHistory", [p_token(), *window("30 days"), q_step()]
-        ),
-        "/dex/price/{token}/candlesticks": op(
-            "Candlesticks", "Candlesticks", [p_token(), *window("30 days"), q_step()]
-        ),
-        "/dex/token/{token}/first_pool": op("The token's first pool", "FirstPool", [p_token()]),
-        "/dex/tokens/list_by_volume": op(
-            "Tokens by volume",
-            "VolumeList",
-            [*window("24 h"), q_limit(prm.TOKEN_LIST_LIMIT), q_offset()],
-        ),
-        "/dex/tokens/list_cached": op(
-            "Token list",
-            "TokenObjects",
-            [q_limit(prm.TOKEN_LIST_LIMIT), q_offset(), q_by(), q_order()],
-        ),
-        "/dex/tokens/list_cached_by_ids": op(
-            "Token list for given ids",
-            "TokenObjects",
-            [
-                _param(
-                    "ids",
-                    "query",
-                    {"type": "string"},
-                    f"comma-separated 64-hex ids (at most {prm.MAX_IDS}); unknown ids are omitted",
-                    True,
-                ),
-                q_by(),
-                q_order(),
-            ],
-        ),
-        "/dex/tokens/search_by_volume": op(
-            "Search tokens, by volume",
-            "VolumeList",
-            [
-                _param(
-                    "search_query", "query", {"type": "string"}, "symbol, name or id prefix", True
-                ),
-                *window("24 h"),
-                q_limit(prm.SEARCH_LIMIT),
-                q_offset(),
-            ],
-        ),
-        "/dex/tokens/search_cached": op(
-            "Search the token list",
-            "TokenObjects",
-            [
-                _param("q", "query", {"type": "string"}, "symbol, name or id prefix", True),
-                q_limit(prm.SEARCH_LIMIT),
-                q_offset(),
-                q_by(),
-                q_order(),
-            ],
-        ),
-        "/dex/tx/latest": op(
-            "Latest trades, newest first",
-            "TxLatest",
-            [q_limit(prm.TX_LATEST_LIMIT), q_offset(), q_token()],
-        ),
-        "/dex/user/unique_addresses": op(
-            "Unique trader addresses per month", "UniqueAddresses", []
-        ),
-        "/dex/valuelocked": op(
-            "Value locked", "ValueLocked", [q_time("time", "as of this time (default: now)")]
-        ),
-        "/dex/valuelocked/{token}": op(
-            "A token's value locked",
-            "TokenValueLocked",
-            [p_token(), q_time("time", "as of this time (default: now)")],
-        ),
-        "/dex/volume": op("Volume", "Volume", window("24 h")),
-        "/dex/volume/{token}": op("A token's volume", "TokenVolume", [p_token(), *window("24 h")]),
-    }
-
-
 def build() -> dict[str, Any]:
-    # The oracle/registry and lending modules build on this one's helpers, hence the late import.
-    from rest import spec_lending, spec_oracle_registry
-
-    extra = (spec_oracle_registry, spec_lending)
-    operations = _paths()
-    schemas = dict(SCHEMAS)
-    for module in extra:
-        operations.update(module.paths())
-        schemas.update(module.SCHEMAS)
-    paths = {path: {"get": operation} for path, operation in operations.items()}
-    for path, item in paths.items():
-        item["get"]["operationId"] = "get_" + "_".join(
-            part.strip("{}") for part in path.strip("/").split("/")
-        )
+    types = [getattr(answers, e.answer) for e in ENDPOINTS]
+    schemas, components = msgspec.json.schema_components(
+        [*types, answers.Health, answers.Error], ref_template=REF
+    )
+    paths: dict[str, Any] = {
+        e.path: {"get": operation(e, schema)}
+        for e, schema in zip(ENDPOINTS, schemas[: len(ENDPOINTS)], strict=True)
+    }
     paths["/health"] = {
         "get": {
             "operationId": "get_health",
@@ -673,7 +99,7 @@ def build() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": schemas,
+            "schemas": components,
             "responses": {
                 f"E{code}": {
                     "description": text,

@@ -18,8 +18,12 @@ from rest.errors import ApiError
 
 TOKEN_ID = re.compile(r"^[0-9a-fA-F]{64}$")
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
-# A symbol: 1–32 characters, none of them whitespace or URL punctuation.
-SYMBOL = re.compile(r"^[^\s/:?#&=%,]{1,32}$")
+# A symbol: 1–32 characters, none of them whitespace (spelled out: `\s` differs between
+# Python's and JSON Schema's regular expressions), control characters or URL punctuation.
+SYMBOL_CHAR = (
+    r"[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff/:?#&=%,]"
+)
+SYMBOL = re.compile(f"^{SYMBOL_CHAR}{{1,32}}$")
 MAX_SYMBOL_HEX = 32  # an all-hex text longer than this is a (malformed) token id, not a symbol
 
 

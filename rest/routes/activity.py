@@ -7,20 +7,19 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries as q
+from rest import endpoints as e
 from rest import shapes
 from rest.db import Snapshot
-from rest.params import DEFAULT_VOLUME_SPAN, TX_LATEST_LIMIT, Query
+from rest.declare import NoArgs
 from rest.routes.common import context, require_token, token_id
 
 
-async def tx_latest(request: Request) -> Response:
+async def tx_latest(request: Request, args: e.TxLatestArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("limit", "offset", "token"))
-    limit, offset = query.limit(TX_LATEST_LIMIT), query.offset()
-    text = query.get("token")
+    limit, offset = args.limit, args.offset
+    text = args.token
     token = None if text is None else await token_id(ctx, text)
 
     async def compute(snap: Snapshot) -> Any:
@@ -32,9 +31,8 @@ async def tx_latest(request: Request) -> Response:
     return await ctx.answer(request, ("tx_latest", limit, offset, token), compute)
 
 
-async def unique_addresses(request: Request) -> Response:
+async def unique_addresses(request: Request, args: NoArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
 
     async def compute(snap: Snapshot) -> Any:
         return [[month, n] for month, n in await q.unique_addresses(snap.conn)]
@@ -42,11 +40,10 @@ async def unique_addresses(request: Request) -> Response:
     return await ctx.answer(request, ("unique_addresses",), compute)
 
 
-async def valuelocked(request: Request) -> Response:
+async def valuelocked(request: Request, args: e.ValueLockedArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("time",))
-    when = query.integer("time")
-    text = request.path_params.get("token")
+    when = args.time
+    text = args.token if isinstance(args, e.TokenValueLockedArgs) else None
     token = None if text is None else await token_id(ctx, text)
 
     async def compute(snap: Snapshot) -> Any:
@@ -69,11 +66,10 @@ async def valuelocked(request: Request) -> Response:
     return await ctx.answer(request, ("valuelocked", token, when), compute, requested_time=when)
 
 
-async def volume(request: Request) -> Response:
+async def volume(request: Request, args: e.WindowArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("start", "end"))
-    start, end = query.window(ctx.now(), DEFAULT_VOLUME_SPAN)
-    text = request.path_params.get("token")
+    start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_VOLUME_SPAN)
+    text = args.token if isinstance(args, e.TokenWindowArgs) else None
     token = None if text is None else await token_id(ctx, text)
 
     async def compute(snap: Snapshot) -> Any:
@@ -95,10 +91,10 @@ async def volume(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/dex/tx/latest", tx_latest),
-    Route("/dex/user/unique_addresses", unique_addresses),
-    Route("/dex/valuelocked", valuelocked),
-    Route("/dex/valuelocked/{token}", valuelocked),
-    Route("/dex/volume", volume),
-    Route("/dex/volume/{token}", volume),
+    e.TX_LATEST.route(tx_latest),
+    e.UNIQUE_ADDRESSES.route(unique_addresses),
+    e.VALUE_LOCKED.route(valuelocked),
+    e.TOKEN_VALUE_LOCKED.route(valuelocked),
+    e.VOLUME.route(volume),
+    e.TOKEN_VOLUME.route(volume),
 ]

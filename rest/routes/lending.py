@@ -10,56 +10,22 @@ caller override with `rate_bp`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries_lending as ql
 from protocols.lending import v1
+from rest import endpoints as e
 from rest.context import ApiContext
 from rest.db import Snapshot
-from rest.errors import ApiError
-from rest.params import Limit, Query
+from rest.declare import Args, NoArgs
 from rest.routes.common import context
 
-HISTORY_LIMIT = Limit(ql.HISTORY_DEFAULT, ql.HISTORY_MAX)
-STATE_LIMIT = Limit(ql.STATE_DEFAULT, ql.STATE_MAX)
-LOANS_LIMIT = Limit(ql.LOANS_DEFAULT, ql.LOANS_MAX)
-MAX_NFTHS = ql.NFTHS_MAX
-MAX_PRICE = 0xFFFF_FFFF  # Delphi prices are u32 cents per BCH
-MAX_RATE_BP = 0xFFFF  # the rate oracle's bp value is a u16
 V1_KINDS = ("borrow", "repay", "redeem", "refinance", "add_collateral", "liquidation")
 V11_KINDS = (*V1_KINDS, "delegate", "accrue")
-
-_HASH = re.compile(r"^[0-9a-fA-F]{64}$")
-
-
-def parse_hash(name: str, text: str) -> str:
-    """A 64-hex NFT hash (either case) → lower case, else a 400 naming `name`."""
-    if not _HASH.match(text):
-        shown = text if len(text) <= 80 else text[:77] + "..."
-        raise ApiError.bad(name, f"must be a 64-character hex NFT hash, got {shown!r}")
-    return text.lower()
-
-
-def parse_nfths(text: str | None) -> tuple[str, ...]:
-    """`nfth`: comma-separated 64-hex hashes, at most MAX_NFTHS; duplicates are folded."""
-    if text is None:
-        return ()
-    parts = text.split(",")
-    if len(parts) > MAX_NFTHS:
-        raise ApiError.bad("nfth", f"at most {MAX_NFTHS} hashes, got {len(parts)}")
-    return tuple(dict.fromkeys(parse_hash("nfth", p) for p in parts))
-
-
-def _time(query: Query, name: str, default: int) -> int:
-    value = query.integer(name, default=default)
-    assert value is not None
-    return value
 
 
 def price_feed(ctx: ApiContext) -> str | None:
@@ -146,10 +112,9 @@ def allowance(a: ql.AllowanceRow) -> dict[str, Any]:
 # --- endpoints shared by both versions ------------------------------------------------------
 
 
-async def _active(request: Request, version: str) -> Response:
+async def _active(request: Request, args: e.LendingPageArgs, version: str) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("offset", "limit"))
-    offset, limit = query.offset(), query.limit(LOANS_LIMIT)
+    offset, limit = args.offset, args.limit
 
     async def compute(snap: Snapshot) -> Any:
         rows = await ql.active_loans(snap.conn, version, offset, limit)
@@ -158,11 +123,10 @@ async def _active(request: Request, version: str) -> Response:
     return await ctx.answer(request, ("lending_active", version, offset, limit), compute)
 
 
-async def _history(request: Request, version: str) -> Response:
+async def _history(request: Request, args: e.LendingHistoryArgs, version: str) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("offset", "limit", "nfth"))
-    offset, limit = query.offset(), query.limit(HISTORY_LIMIT)
-    nfths = parse_nfths(query.get("nfth"))
+    offset, limit = args.offset, args.limit
+    nfths = e.hex_list(args.nfth)
 
     async def compute(snap: Snapshot) -> Any:
         rows = await ql.history(snap.conn, version, offset, limit, nfths)
@@ -171,10 +135,9 @@ async def _history(request: Request, version: str) -> Response:
     return await ctx.answer(request, ("lending_history", version, offset, limit, nfths), compute)
 
 
-async def _loan_history(request: Request, version: str) -> Response:
+async def _loan_history(request: Request, args: e.BorrowerArgs, version: str) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    borrower = parse_hash("borrower_hash", request.path_params["borrower_hash"])
+    borrower = args.borrower_hash.lower()
 
     async def compute(snap: Snapshot) -> Any:
         rows = await ql.loan_history(snap.conn, borrower, version)
@@ -183,9 +146,8 @@ async def _loan_history(request: Request, version: str) -> Response:
     return await ctx.answer(request, ("lending_loan", version, borrower), compute)
 
 
-async def _stats(request: Request, version: str) -> Response:
+async def _stats(request: Request, args: NoArgs, version: str) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
     now, feed = ctx.now(), price_feed(ctx)
 
     async def compute(snap: Snapshot) -> Any:
@@ -205,15 +167,16 @@ async def _stats(request: Request, version: str) -> Response:
     return await ctx.answer(request, ("lending_stats", version, now, feed), compute)
 
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-Handler = Callable[[Request, str], Awaitable[Response]]
+A = TypeVar("A", bound=Args)
 
 
-def for_version(handler: Handler, version: str) -> Endpoint:
-    """One endpoint per protocol version: the v1 and v11 paths share their handlers."""
+def for_version(
+    handler: Callable[[Request, A, str], Awaitable[Response]], version: str
+) -> Callable[[Request, A], Awaitable[Response]]:
+    """One handler per protocol version: the v1 and v11 paths share their handlers."""
 
-    async def endpoint(request: Request) -> Response:
-        return await handler(request, version)
+    async def endpoint(request: Request, args: A) -> Response:
+        return await handler(request, args, version)
 
     endpoint.__name__ = f"{handler.__name__.lstrip('_')}_{version}"
     return endpoint
@@ -222,10 +185,9 @@ def for_version(handler: Handler, version: str) -> Endpoint:
 # --- v11 only -------------------------------------------------------------------------------
 
 
-async def allowances(request: Request) -> Response:
+async def allowances(request: Request, args: e.OwnerArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    owner = parse_hash("owner_hash", request.path_params["owner_hash"])
+    owner = args.owner_hash.lower()
 
     async def compute(snap: Snapshot) -> Any:
         return [allowance(a) for a in await ql.allowances(snap.conn, owner)]
@@ -233,10 +195,9 @@ async def allowances(request: Request) -> Response:
     return await ctx.answer(request, ("lending_allowances", owner), compute)
 
 
-async def _states(request: Request, kind: Literal["bar", "pool"]) -> Response:
+async def _states(request: Request, args: e.StatesArgs, kind: Literal["bar", "pool"]) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("since", "limit"))
-    since, limit = _time(query, "since", 0), query.limit(STATE_LIMIT)
+    since, limit = args.since, args.limit
 
     async def compute(snap: Snapshot) -> Any:
         return [state(s) for s in await ql.state_history(snap.conn, kind, since, limit)]
@@ -244,19 +205,17 @@ async def _states(request: Request, kind: Literal["bar", "pool"]) -> Response:
     return await ctx.answer(request, ("lending_states", kind, since, limit), compute)
 
 
-async def bar_history(request: Request) -> Response:
-    return await _states(request, "bar")
+async def bar_history(request: Request, args: e.StatesArgs) -> Response:
+    return await _states(request, args, "bar")
 
 
-async def pool_history(request: Request) -> Response:
-    return await _states(request, "pool")
+async def pool_history(request: Request, args: e.StatesArgs) -> Response:
+    return await _states(request, args, "pool")
 
 
-async def staking_apr(request: Request) -> Response:
+async def staking_apr(request: Request, args: e.AprArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("window",))
-    window = query.integer("window", default=ql.APR_WINDOW_DEFAULT, minimum=1)
-    assert window is not None
+    window = args.window
     now = ctx.now()
 
     async def compute(snap: Snapshot) -> Any:
@@ -266,13 +225,11 @@ async def staking_apr(request: Request) -> Response:
     return await ctx.answer(request, ("lending_apr", now, window), compute)
 
 
-async def crankable(request: Request) -> Response:
+async def crankable(request: Request, args: e.CrankableArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("now", "price", "rate_bp"))
-    given_now = query.integer("now")
+    given_now = args.now
     now = ctx.now() if given_now is None else given_now
-    given_price = query.integer("price", minimum=1, maximum=MAX_PRICE)
-    given_rate = query.integer("rate_bp", maximum=MAX_RATE_BP)
+    given_price, given_rate = args.price, args.rate_bp
     feed = price_feed(ctx)
 
     async def compute(snap: Snapshot) -> Any:
@@ -297,17 +254,17 @@ async def crankable(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/lending/v11/allowances/{owner_hash}", allowances),
-    Route("/lending/v11/bar/history", bar_history),
-    Route("/lending/v11/crankable", crankable),
-    Route("/lending/v11/history", for_version(_history, "v11")),
-    Route("/lending/v11/loan/{borrower_hash}/history", for_version(_loan_history, "v11")),
-    Route("/lending/v11/loans/active", for_version(_active, "v11")),
-    Route("/lending/v11/pool/history", pool_history),
-    Route("/lending/v11/staking/apr", staking_apr),
-    Route("/lending/v11/stats", for_version(_stats, "v11")),
-    Route("/lending/history", for_version(_history, "v1")),
-    Route("/lending/loan/{borrower_hash}/history", for_version(_loan_history, "v1")),
-    Route("/lending/loans/active", for_version(_active, "v1")),
-    Route("/lending/stats", for_version(_stats, "v1")),
+    e.LENDING_ALLOWANCES.route(allowances),
+    e.LENDING_BAR_HISTORY.route(bar_history),
+    e.LENDING_CRANKABLE.route(crankable),
+    e.LENDING_HISTORY.route(for_version(_history, "v11")),
+    e.LENDING_LOAN.route(for_version(_loan_history, "v11")),
+    e.LENDING_ACTIVE.route(for_version(_active, "v11")),
+    e.LENDING_POOL_HISTORY.route(pool_history),
+    e.LENDING_APR.route(staking_apr),
+    e.LENDING_STATS.route(for_version(_stats, "v11")),
+    e.LENDING_V1_HISTORY.route(for_version(_history, "v1")),
+    e.LENDING_V1_LOAN.route(for_version(_loan_history, "v1")),
+    e.LENDING_V1_ACTIVE.route(for_version(_active, "v1")),
+    e.LENDING_V1_STATS.route(for_version(_stats, "v1")),
 ]

@@ -14,16 +14,14 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries_oracle as qo
+from rest import endpoints as e
 from rest.db import Snapshot
+from rest.endpoints import MAX_UPDATES
 from rest.errors import ApiError
-from rest.params import MAX_INTERVALS, MAX_STEP, MIN_STEP, Query
 from rest.routes.common import context
-from rest.tokens import TOKEN_ID, parse_token_id
-
-MAX_UPDATES = 10_000  # entries of a history without stepsize
+from rest.tokens import TOKEN_ID
 
 _COUNT = (
     "SELECT count(*) FROM oracle_updates WHERE category = ? AND price IS NOT NULL "
@@ -54,26 +52,11 @@ def closest_point(category: str, p: qo.FeedPoint) -> dict[str, Any]:
     }
 
 
-def _required(query: Query, name: str) -> str:
-    text = query.get(name)
-    if text is None:
-        raise ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
-    return text
-
-
-async def history(request: Request) -> Response:
+async def history(request: Request, args: e.FeedHistoryArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("start", "end", "stepsize"))
-    token = parse_token_id("token", request.path_params["token"])
-    _required(query, "start")
-    start, end = query.window(ctx.now(), 0)
-    step = query.integer("stepsize", minimum=MIN_STEP, maximum=MAX_STEP)
-    if step is not None and (end - start) // step + 1 > MAX_INTERVALS:
-        raise ApiError.bad(
-            "stepsize",
-            f"{(end - start) // step + 1} intervals between start and end; at most "
-            f"{MAX_INTERVALS} (use a larger stepsize or a shorter window)",
-        )
+    token = args.token.lower()
+    start, end = e.window(args.start, args.end, ctx.now(), 0)
+    step = args.stepsize
 
     async def compute(snap: Snapshot) -> Any:
         if step is None:
@@ -93,15 +76,14 @@ async def history(request: Request) -> Response:
     return await ctx.answer(request, key, compute, requested_time=end)
 
 
-async def closest(request: Request) -> Response:
+async def closest(request: Request, args: e.FeedClosestArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("token_id", "timestamp"))
-    text = _required(query, "token_id")
+    text = args.token_id
     if not TOKEN_ID.match(text):
         # A malformed id names no feed: not found (as the reference API answers).
         raise ApiError.not_found("unknown_token", "token_id: not a 64-character hex token id")
     token = text.lower()
-    when = query.integer("timestamp")
+    when = args.timestamp
     timestamp = ctx.now() if when is None else when
 
     async def compute(snap: Snapshot) -> Any:
@@ -113,6 +95,6 @@ async def closest(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/oracle/feed/closest", closest),
-    Route("/oracle/feed/{token}/history", history),
+    e.FEED_CLOSEST.route(closest),
+    e.FEED_HISTORY.route(history),
 ]

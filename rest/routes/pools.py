@@ -10,40 +10,30 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries as q
+from rest import endpoints as e
 from rest import queries_dex as qd
 from rest import shapes
 from rest.apy_index import combine, owner_apy, token_apys
 from rest.db import Snapshot
+from rest.declare import Args, NoArgs
 from rest.errors import ApiError
 from rest.mempool import read_overlay
-from rest.params import (
-    DEFAULT_SERIES_SPAN,
-    MIN_APY_WINDOW,
-    POOLS_LIMIT,
-    Query,
-    parse_pkh,
-    parse_pool_id,
-)
 from rest.routes.common import context, require_token, token_id
 
 
-async def pool_active(request: Request) -> Response:
+async def pool_active(request: Request, args: e.PoolActiveArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("token", "pkh", "user"))
-    token_text, pkh_text, user_text = query.get("token"), query.get("pkh"), query.get("user")
-    # The specification's description calls the owner filter `user` too: the same filter.
-    if pkh_text is not None and user_text is not None:
+    pkh_text = args.pkh if args.pkh is not None else args.user
+    if args.pkh is not None and args.user is not None:
         raise ApiError.bad("user", "the same filter as pkh: give one of them")
-    owner_name, owner_text = ("user", user_text) if user_text is not None else ("pkh", pkh_text)
-    if token_text is None and owner_text is None:
+    if args.token is None and pkh_text is None:
         raise ApiError(
             400, "missing_parameter", "token or pkh (user): give at least one", parameter="token"
         )
-    token = None if token_text is None else await token_id(ctx, token_text)
-    pkh = None if owner_text is None else parse_pkh(owner_name, owner_text)
+    token = None if args.token is None else await token_id(ctx, args.token)
+    pkh = None if pkh_text is None else pkh_text.lower()
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
@@ -57,12 +47,10 @@ async def pool_active(request: Request) -> Response:
     return await ctx.answer(request, ("pool_active", token, pkh), compute, mempool=True)
 
 
-async def pools(request: Request) -> Response:
+async def pools(request: Request, args: e.PoolsArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("limit", "offset"))
     # Every pool unless the client pages: no default limit may cut the listing short.
-    limit = query.integer("limit", minimum=1, maximum=POOLS_LIMIT.maximum)
-    offset = query.offset()
+    limit, offset = args.limit, args.offset
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
@@ -80,9 +68,8 @@ def _by_token(rows: list[q.PoolRow]) -> list[q.PoolRow]:
     return sorted(rows, key=lambda p: p.token_id)
 
 
-async def tokens(request: Request) -> Response:
+async def tokens(request: Request, args: NoArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
 
     async def compute(snap: Snapshot) -> Any:
         overlay = await read_overlay(snap.conn, snap.tip)
@@ -123,11 +110,10 @@ def _token(
     }
 
 
-async def pool_history(request: Request) -> Response:
+async def pool_history(request: Request, args: e.PoolHistoryArgs) -> Response:
     ctx = context(request)
-    pool_id = parse_pool_id(request.path_params["pool_id"])
-    query = Query(request.query_params, ("start",))
-    start = query.integer("start")
+    txid, vout = args.pool_id.split(":")
+    pool_id, start = f"{txid.lower()}:{vout}", args.start
 
     async def compute(snap: Snapshot) -> Any:
         states = await q.pool_history(snap.conn, pool_id, start)
@@ -146,15 +132,13 @@ async def pool_history(request: Request) -> Response:
     return await ctx.answer(request, ("pool_history", pool_id, start), compute)
 
 
-async def aggregated_apy(request: Request) -> Response:
+async def aggregated_apy(request: Request, args: e.ApyArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("token", "pkh", "start", "end"))
-    token_text, pkh_text = query.get("token"), query.get("pkh")
-    token = None if token_text is None else await token_id(ctx, token_text)
-    pkh = None if pkh_text is None else parse_pkh("pkh", pkh_text)
-    start, end = query.window(ctx.now(), DEFAULT_SERIES_SPAN)
-    if end - start < MIN_APY_WINDOW:
-        raise ApiError.bad("start", f"the window must be at least {MIN_APY_WINDOW} s long")
+    token = None if args.token is None else await token_id(ctx, args.token)
+    pkh = None if args.pkh is None else args.pkh.lower()
+    start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_SERIES_SPAN)
+    if end - start < e.MIN_APY_WINDOW:
+        raise ApiError.bad("start", f"the window must be at least {e.MIN_APY_WINDOW} s long")
 
     async def compute(snap: Snapshot) -> Any:
         if token is not None:
@@ -169,10 +153,9 @@ async def aggregated_apy(request: Request) -> Response:
     return await ctx.answer(request, key, compute, requested_time=end)
 
 
-async def contract_count(request: Request) -> Response:
+async def contract_count(request: Request, args: Args) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    text = request.path_params.get("token")
+    text = args.token if isinstance(args, e.TokenArgs) else None
     token = None if text is None else await token_id(ctx, text)
 
     async def compute(snap: Snapshot) -> Any:
@@ -185,10 +168,9 @@ async def contract_count(request: Request) -> Response:
     return await ctx.answer(request, ("contract_count", token), compute)
 
 
-async def first_pool(request: Request) -> Response:
+async def first_pool(request: Request, args: e.TokenArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    token = await token_id(ctx, request.path_params["token"])
+    token = await token_id(ctx, args.token)
     prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
@@ -205,13 +187,13 @@ async def first_pool(request: Request) -> Response:
 
 
 ROUTES = [
-    Route("/tokenpool/pool/active", pool_active),
-    Route("/tokenpool/pools", pools),
-    Route("/tokenpool/tokens", tokens),
-    Route("/dex/pool/active", pool_active),
-    Route("/dex/pool/aggregated_apy", aggregated_apy),
-    Route("/dex/pool/history/{pool_id}", pool_history),
-    Route("/dex/contract/count", contract_count),
-    Route("/dex/contract/count/{token}", contract_count),
-    Route("/dex/token/{token}/first_pool", first_pool),
+    e.TOKENPOOL_ACTIVE.route(pool_active),
+    e.TOKENPOOL_POOLS.route(pools),
+    e.TOKENPOOL_TOKENS.route(tokens),
+    e.DEX_POOL_ACTIVE.route(pool_active),
+    e.APY.route(aggregated_apy),
+    e.POOL_HISTORY.route(pool_history),
+    e.CONTRACT_COUNT.route(contract_count),
+    e.TOKEN_CONTRACT_COUNT.route(contract_count),
+    e.FIRST_POOL.route(first_pool),
 ]

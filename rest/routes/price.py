@@ -6,21 +6,19 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries as q
+from rest import endpoints as e
 from rest.cache import RawJson
 from rest.candles import CANDLES, HISTORY
 from rest.db import IndexVersion, Snapshot
-from rest.params import DEFAULT_SERIES_SPAN, Query, parse_int, stepsize
 from rest.routes.common import context, require_token, token_id
 from rest.tokenlist import price_of
 
 
-async def current(request: Request) -> Response:
+async def current(request: Request, args: e.TokenArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    token = await token_id(ctx, request.path_params["token"])
+    token = await token_id(ctx, args.token)
 
     async def compute(snap: Snapshot) -> Any:
         await require_token(ctx, snap, token)
@@ -31,11 +29,10 @@ async def current(request: Request) -> Response:
     return await ctx.answer(request, ("price_current", token), compute)
 
 
-async def at(request: Request) -> Response:
+async def at(request: Request, args: e.PriceAtArgs) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
-    token = await token_id(ctx, request.path_params["token"])
-    when = parse_int("timestamp", request.path_params["timestamp"])
+    token = await token_id(ctx, args.token)
+    when = args.timestamp
 
     async def compute(snap: Snapshot) -> Any:
         await require_token(ctx, snap, token)
@@ -47,12 +44,11 @@ async def at(request: Request) -> Response:
     return await ctx.answer(request, ("price_at", token, when), compute, requested_time=when)
 
 
-async def _series(request: Request, kind: str) -> Response:
+async def _series(request: Request, args: e.SeriesArgs, kind: str) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("start", "end", "stepsize"))
-    token = await token_id(ctx, request.path_params["token"])
-    start, end = query.window(ctx.now(), DEFAULT_SERIES_SPAN)
-    step = stepsize(query, start, end)
+    token = await token_id(ctx, args.token)
+    start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_SERIES_SPAN)
+    step = args.stepsize
 
     async def compute(snap: Snapshot) -> Any:
         await require_token(ctx, snap, token)
@@ -68,17 +64,17 @@ async def _series(request: Request, kind: str) -> Response:
     return await ctx.answer(request, key, compute, requested_time=end, from_memory=from_memory)
 
 
-async def history(request: Request) -> Response:
-    return await _series(request, HISTORY)
+async def history(request: Request, args: e.SeriesArgs) -> Response:
+    return await _series(request, args, HISTORY)
 
 
-async def candlesticks(request: Request) -> Response:
-    return await _series(request, CANDLES)
+async def candlesticks(request: Request, args: e.SeriesArgs) -> Response:
+    return await _series(request, args, CANDLES)
 
 
 ROUTES = [
-    Route("/dex/price/{token}/current", current),
-    Route("/dex/price/{token}/at/{timestamp}", at),
-    Route("/dex/price/{token}/history", history),
-    Route("/dex/price/{token}/candlesticks", candlesticks),
+    e.PRICE_CURRENT.route(current),
+    e.PRICE_AT.route(at),
+    e.PRICE_HISTORY.route(history),
+    e.CANDLESTICKS.route(candlesticks),
 ]

@@ -15,20 +15,18 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries_registry as qr
+from rest import endpoints as e
 from rest.db import Snapshot
-from rest.params import Query
 from rest.routes.common import context, token_id
 from rest.tokens import UnknownSymbolError
 
 
-async def _entry(request: Request, every: bool) -> Response:
+async def _entry(request: Request, args: e.CategoryArgs, every: bool) -> Response:
     ctx = context(request)
-    Query(request.query_params, ())
     try:
-        category: str | None = await token_id(ctx, request.path_params["category"], "category")
+        category: str | None = await token_id(ctx, args.category, "category")
     except UnknownSymbolError:
         # The specification's answer for "no registry entry": a symbol no registry names is
         # no different from an id no registry describes.
@@ -46,15 +44,15 @@ async def _entry(request: Request, every: bool) -> Response:
     return await ctx.answer(request, key, compute)
 
 
-async def entry(request: Request) -> Response:
-    return await _entry(request, every=False)
+async def entry(request: Request, args: e.CategoryArgs) -> Response:
+    return await _entry(request, args, every=False)
 
 
-async def all_entries(request: Request) -> Response:
-    return await _entry(request, every=True)
+async def all_entries(request: Request, args: e.CategoryArgs) -> Response:
+    return await _entry(request, args, every=True)
 
 
 ROUTES = [
-    Route("/registry/token/{category}", entry),
-    Route("/registry/token/{category}/all", all_entries),
+    e.REGISTRY_TOKEN.route(entry),
+    e.REGISTRY_TOKEN_ALL.route(all_entries),
 ]

@@ -10,19 +10,22 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from rest.declare import Endpoint, NoArgs
 from rest.errors import JSON_TYPE
 from rest.openapi import docs_html, spec_bytes
-from rest.params import Query
 from rest.routes.common import context
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Parsing only (an unknown parameter is a 400): its operation is written in `rest.spec`, as
+# its answers are not cached and a 503 carries the same Health body.
+HEALTH = Endpoint("/health", NoArgs, "Health", "Index height, lag, database status")
 
 
 async def health(request: Request) -> Response:
     """Index height, lag behind the chain tip, database status. 503 when the database cannot
     be read; 200 otherwise (`synced` says whether time-based answers are complete)."""
     ctx = context(request)
-    Query(request.query_params, ())
+    HEALTH.parse(request)
     tip = await ctx.watcher.refresh()
     chain = await ctx.refresh_chain_height()
     now = ctx.now()

@@ -7,39 +7,23 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from indexer.store import queries as q
+from rest import endpoints as e
 from rest.db import Snapshot
-from rest.errors import ApiError
-from rest.params import DEFAULT_VOLUME_SPAN, MAX_IDS, SEARCH_LIMIT, TOKEN_LIST_LIMIT, Query
 from rest.routes.common import context
-from rest.tokenlist import SORT_KEYS, matches, sort_tokens
-from rest.tokens import parse_token_id
-
-MAX_QUERY = 64
+from rest.tokenlist import matches, sort_tokens
 
 
-def _sorting(query: Query) -> tuple[str, str]:
-    by = query.choice("by", SORT_KEYS, "score")
-    return by, query.choice("order", ("asc", "desc"), "asc" if by == "name" else "desc")
+def _sorting(args: e.ListCachedArgs | e.ByIdsArgs | e.SearchCachedArgs) -> tuple[str, str]:
+    by = args.by
+    return by, args.order or ("asc" if by == "name" else "desc")
 
 
-def _search_text(query: Query, name: str) -> str:
-    text = query.get(name)
-    if text is None:
-        raise ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
-    text = text.strip()
-    if not 1 <= len(text) <= MAX_QUERY:
-        raise ApiError.bad(name, f"must be 1 to {MAX_QUERY} characters (spaces trimmed)")
-    return text
-
-
-async def list_cached(request: Request) -> Response:
+async def list_cached(request: Request, args: e.ListCachedArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("limit", "offset", "by", "order"))
-    limit, offset = query.limit(TOKEN_LIST_LIMIT), query.offset()
-    by, order = _sorting(query)
+    limit, offset = args.limit, args.offset
+    by, order = _sorting(args)
     registry, usd = ctx.config.registry, ctx.config.usd
 
     async def compute(snap: Snapshot) -> Any:
@@ -50,17 +34,10 @@ async def list_cached(request: Request) -> Response:
     return await ctx.answer(request, key, compute)
 
 
-async def list_cached_by_ids(request: Request) -> Response:
+async def list_cached_by_ids(request: Request, args: e.ByIdsArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("ids", "by", "order"))
-    text = query.get("ids")
-    if text is None:
-        raise ApiError(400, "missing_parameter", "ids: required", parameter="ids")
-    parts = text.split(",")
-    if len(parts) > MAX_IDS:
-        raise ApiError.bad("ids", f"at most {MAX_IDS} ids, got {len(parts)}")
-    ids = tuple(sorted({parse_token_id("ids", p.strip()) for p in parts}))
-    by, order = _sorting(query)
+    ids = tuple(sorted(e.hex_list(args.ids)))
+    by, order = _sorting(args)
     registry, usd = ctx.config.registry, ctx.config.usd
 
     async def compute(snap: Snapshot) -> Any:
@@ -72,12 +49,11 @@ async def list_cached_by_ids(request: Request) -> Response:
     return await ctx.answer(request, key, compute)
 
 
-async def search_cached(request: Request) -> Response:
+async def search_cached(request: Request, args: e.SearchCachedArgs) -> Response:
     ctx = context(request)
-    query = Query(request.query_params, ("q", "limit", "offset", "by", "order"))
-    needle = _search_text(query, "q")
-    limit, offset = query.limit(SEARCH_LIMIT), query.offset()
-    by, order = _sorting(query)
+    needle = args.q.strip()
+    limit, offset = args.limit, args.offset
+    by, order = _sorting(args)
     registry, usd = ctx.config.registry, ctx.config.usd
 
     async def compute(snap: Snapshot) -> Any:
@@ -89,14 +65,11 @@ async def search_cached(request: Request) -> Response:
     return await ctx.answer(request, key, compute)
 
 
-async def _by_volume(request: Request, search: bool) -> Response:
+async def _by_volume(request: Request, args: e.ByVolumeArgs | e.SearchByVolumeArgs) -> Response:
     ctx = context(request)
-    allowed = ("search_query", "start", "end", "limit") if search else ("start", "end", "limit")
-    query = Query(request.query_params, (*allowed, "offset"))
-    needle = _search_text(query, "search_query") if search else None
-    start, end = query.window(ctx.now(), DEFAULT_VOLUME_SPAN)
-    limit = query.limit(SEARCH_LIMIT if search else TOKEN_LIST_LIMIT)
-    offset = query.offset()
+    needle = args.search_query.strip() if isinstance(args, e.SearchByVolumeArgs) else None
+    start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_VOLUME_SPAN)
+    limit, offset = args.limit, args.offset
     registry, usd = ctx.config.registry, ctx.config.usd
 
     async def compute(snap: Snapshot) -> Any:
@@ -129,18 +102,18 @@ async def _by_volume(request: Request, search: bool) -> Response:
     return await ctx.answer(request, key, compute, requested_time=end)
 
 
-async def list_by_volume(request: Request) -> Response:
-    return await _by_volume(request, search=False)
+async def list_by_volume(request: Request, args: e.ByVolumeArgs) -> Response:
+    return await _by_volume(request, args)
 
 
-async def search_by_volume(request: Request) -> Response:
-    return await _by_volume(request, search=True)
+async def search_by_volume(request: Request, args: e.SearchByVolumeArgs) -> Response:
+    return await _by_volume(request, args)
 
 
 ROUTES = [
-    Route("/dex/tokens/list_by_volume", list_by_volume),
-    Route("/dex/tokens/list_cached", list_cached),
-    Route("/dex/tokens/list_cached_by_ids", list_cached_by_ids),
-    Route("/dex/tokens/search_by_volume", search_by_volume),
-    Route("/dex/tokens/search_cached", search_cached),
+    e.LIST_BY_VOLUME.route(list_by_volume),
+    e.LIST_CACHED.route(list_cached),
+    e.LIST_CACHED_BY_IDS.route(list_cached_by_ids),
+    e.SEARCH_BY_VOLUME.route(search_by_volume),
+    e.SEARCH_CACHED.route(search_cached),
 ]

@@ -28,7 +28,6 @@ async def error(client: httpx.AsyncClient, url: str, status: int) -> dict[str, s
 
 BAD_QUERIES = [
     # (url, parameter named in the answer)
-    ("/dex/volume?start=200&end=100", "start"),
     ("/dex/volume?start=abc", "start"),
     ("/dex/volume?start=1.5", "start"),
     ("/dex/volume?start=1e9", "start"),
@@ -56,7 +55,6 @@ BAD_QUERIES = [
     ("/dex/tokens/search_cached?q=" + "x" * 65, "q"),
     ("/dex/tokens/search_cached?limit=101&q=a", "limit"),
     ("/dex/tokens/search_by_volume", "search_query"),
-    ("/dex/tokens/list_by_volume?start=10&end=5", "start"),
     ("/tokenpool/pool/active", "token"),
     ("/tokenpool/pool/active?pkh=" + "a" * 39, "pkh"),
     ("/dex/pool/active?pkh=zz" + "a" * 38, "pkh"),
@@ -77,13 +75,42 @@ BAD_QUERIES = [
     ("/dex/price/{t}/at/noon", "timestamp"),
     ("/dex/price/{t}/history?stepsize=59", "stepsize"),
     ("/dex/price/{t}/history?stepsize=abc", "stepsize"),
-    ("/dex/price/{t}/candlesticks?start=0&end=4000000&stepsize=60", "stepsize"),
-    ("/dex/price/{t}/candlesticks?start=9&end=8", "start"),
     ("/dex/valuelocked?time=-1", "time"),
     ("/dex/valuelocked/{t}?time=soon", "time"),
     ("/dex/contract/count?token=x", "token"),
     ("/dex/user/unique_addresses?limit=5", "limit"),
 ]
+
+
+EMPTY_WINDOWS = [
+    # start after end: nothing happened in the window, answered as such
+    ("/dex/volume?start=200&end=100", {"total_volume_sats": 0}),
+    ("/dex/volume/{t}?start=200&end=100", {"volume_sats": 0, "volume_tokens": 0}),
+    ("/dex/tokens/list_by_volume?start=10&end=5", {"period_start": 10, "period_end": 5}),
+    ("/dex/price/{t}/candlesticks?start=9&end=8", {"candlesticks": []}),
+    ("/dex/price/{t}/history?start=9&end=8", {"history": []}),
+]
+
+
+@pytest.mark.parametrize(("url", "want"), EMPTY_WINDOWS)
+async def test_start_after_end_is_an_empty_window(
+    client: httpx.AsyncClient, world: World, url: str, want: dict[str, object]
+) -> None:
+    r = await client.get(url.replace("{t}", some_token(world)))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert {k: body[k] for k in want} == want
+
+
+async def test_many_intervals_are_answered(client: httpx.AsyncClient, world: World) -> None:
+    """Cost follows the trades, not the intervals (empty ones are omitted): no bound."""
+    t = some_token(world)
+    url = f"/dex/price/{t}/candlesticks?start=0&end={world.now}&stepsize=60"
+    r = await client.get(url)
+    assert r.status_code == 200, r.text
+    hourly = await client.get(f"/dex/price/{t}/candlesticks?start=0&end={world.now}&stepsize=3600")
+    count = sum(c["transaction_count"] for c in r.json()["candlesticks"])
+    assert count == sum(c["transaction_count"] for c in hourly.json()["candlesticks"]) > 0
 
 
 @pytest.mark.parametrize(("url", "parameter"), BAD_QUERIES)
