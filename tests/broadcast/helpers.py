@@ -7,13 +7,18 @@ broadcaster only ever reaches it over Electrum sockets.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
+from broadcast.cli import start_server
 from broadcast.config import BroadcastConfig, NodeConfig
 from devnet.service import Devnet, DevnetConfig
 
@@ -120,3 +125,14 @@ async def token_genesis(net: Devnet, wallet: Wallet) -> tuple[Coin, Coin, Coin]:
     net.nodes[0].mine(1)
     ft, nft, change = outputs_of(tx, wallet)
     return ft, nft, change
+
+
+@asynccontextmanager
+async def served(net: Devnet, records: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """The broadcast API on a real uvicorn server over `net`'s nodes, and a client for it."""
+    running = await start_server(config_for(net, records), port=0)
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=10) as client:
+            yield client
+    finally:
+        await running.stop()

@@ -12,9 +12,8 @@ import pytest
 
 from bch.tx import OutPoint, TxOutput
 from broadcast import errors
-from broadcast.cli import start_server
 from devnet.service import Devnet
-from tests.broadcast.helpers import ALICE, BOB, Coin, config_for, devnet, fund, pay
+from tests.broadcast.helpers import ALICE, BOB, Coin, devnet, fund, pay, served
 
 # shared/reference/service-spec.md, "Broadcast status record" and "Broadcast error codes"
 RECORD_FIELDS = {
@@ -40,12 +39,8 @@ async def net() -> AsyncIterator[Devnet]:
 
 @pytest.fixture
 async def http(net: Devnet, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    running = await start_server(config_for(net, tmp_path / "r.sqlite"), port=0)
-    try:
-        async with httpx.AsyncClient(base_url=running.url, timeout=10) as client:
-            yield client
-    finally:
-        await running.stop()
+    async with served(net, tmp_path / "r.sqlite") as client:
+        yield client
 
 
 def check_record(record: dict[str, Any], txid: str) -> None:

@@ -14,9 +14,8 @@ import httpx
 import jsonschema
 import pytest
 
-from broadcast.cli import start_server
 from devnet.service import Devnet
-from tests.broadcast.helpers import ALICE, BOB, config_for, devnet, fund, pay
+from tests.broadcast.helpers import ALICE, BOB, devnet, fund, pay, served
 
 DOC = json.loads(
     (Path(__file__).resolve().parents[2] / "schemas" / "openapi-broadcast.json").read_text()
@@ -35,12 +34,8 @@ async def net() -> AsyncIterator[Devnet]:
 
 @pytest.fixture
 async def http(net: Devnet, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    running = await start_server(config_for(net, tmp_path / "r.sqlite"), port=0)
-    try:
-        async with httpx.AsyncClient(base_url=running.url, timeout=10) as client:
-            yield client
-    finally:
-        await running.stop()
+    async with served(net, tmp_path / "r.sqlite") as client:
+        yield client
 
 
 def refused(response: httpx.Response, status: int, code: str) -> str:
