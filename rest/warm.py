@@ -7,8 +7,8 @@ Requests never wait for the warmer — they compute what is missing themselves (
 
 After a warm that built large series, the process's objects are frozen out of the cyclic GC
 (`gc.freeze`): the series' ~50,000 hourly buckets are long-lived and acyclic (freed by reference
-counting when dropped), and traversing them made every full collection a 40–70 ms stall of
-the event loop under load — the tail of the candle latencies.
+counting when dropped), and traversing them makes every full collection a 40–70 ms stall of
+the event loop under load — the tail of the candle latencies (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Cauldron trades. Then, over one Electrum connection and with the same prefetch w
   `ladle index` does (`--decoders` to choose the decoders; default: all registered).
 
 Every measured run is made in a fresh Python process (`fresh_run`), as `ladle index` runs:
-made one after another in one process, the later runs paid for the earlier ones' leftovers.
+made one after another in one process, the later runs pay for the earlier ones' leftovers.
 The machine's speed drifts (up to 2x within minutes on a shared VM), so the indexing runs
 `--rounds` times (default 3), each between two runs of the ceilings: the report gives the
 fastest run of each kind and their ratio, and each indexing against the faster of its two
@@ -341,7 +341,7 @@ async def fresh_run(
     offload_distance: int | None = None,
 ) -> Run:
     """`one_run` in a fresh Python process, as `ladle index` runs: a run made in this process
-    after the others paid for their leftovers (the ceilings' 226,823 decoded transactions made
+    after the others pays for their leftovers (the ceilings' 226,823 decoded transactions make
     the in-loop sync ~25 % slower here than in a process of its own)."""
     argv = [sys.executable, str(Path(__file__).resolve()), "--one", kind, "--electrum", url]
     argv += ["--start-height", str(start), "--tip", str(tip), "--window", str(window)]

@@ -70,10 +70,9 @@ DEFAULT_BULK_DISTANCE = 5_000
 # this close to the tip, so the build runs beside the decoding of the last blocks, not after.
 RESTORE_AHEAD = 2_000
 # Off by default (None): a walk starting further than `offload_distance` below the server's tip
-# fetches in a child process (see the module doc). On the bench's 2-core machine, where the
-# server shares the cores, same-minute A/Bs of fresh `ladle index`-like processes found it
-# slower (the child costs more CPU than the loop saves); inside the bench's own process it was
-# faster. It stays a tested option until a machine with a remote server settles it.
+# fetches in a child process (see the module doc). When the server shares the machine's cores
+# the child costs more CPU than it saves the loop, so the sync is slower with it
+# (docs/benchmarks.md); it is a tested option for a server on another machine.
 DEFAULT_OFFLOAD_DISTANCE: int | None = None
 
 BlockCallback = Callable[[AppliedBlock, FetchedBlock], None]

@@ -2,7 +2,7 @@
 
 In a long sync the event loop is the bottleneck: it decodes every block for the store, and
 getting each block (the Electrum reply, hex, the transactions' boundaries and txids, the merkle
-check) was about a third of its work. `FetchProcess` moves that part to a child process
+check) is about a third of its work. `FetchProcess` moves that part to a child process
 (`fetch_child`) with its own connection to the same servers, on the core the SQLite writer and
 the server leave free: the loop only unpickles a block's bytes, offsets and txids
 (`Block.from_parts`).

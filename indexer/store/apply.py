@@ -94,15 +94,14 @@ DEFAULT_BATCH_SECONDS = 0.2
 # While the indexes are deferred (the bulk of an initial sync, far below the tip) batches are
 # longer: a pool created and spent within one batch is then written once, already spent, instead
 # of inserted and updated (`Flushing`), and COMMITs and checkpoints are rarer. A kill loses at
-# most this second of work, which the restarted follower fetches again. (Batches were 5 s
-# long. Since cauldron migration #5 keys the big tables in chain order, a COMMIT costs what its
-# new pages cost, and long batches only made the writer's work come in bursts, which the event
-# loop waited for at batch boundaries and at the tip: with 1 s the benchmark's sync took
-# 5.5–5.9 s instead of 6.5–6.7 s, and the writer's CPU fell too.)
+# most this second of work, which the restarted follower fetches again. Not longer: the big
+# tables are keyed in chain order (cauldron migration #5), so a COMMIT costs only its new pages,
+# and longer batches only bunch the writer's work into bursts the event loop waits for at batch
+# boundaries and at the tip (docs/benchmarks.md, "Figures the code relies on").
 BULK_BATCH_BLOCKS = 20_000
 BULK_BATCH_SECONDS = 1.0
 # Held blocks' writes go to the writer every this many blocks (one pipe write, which wakes the
-# writer, per block cost the loop a context switch each on a busy machine); a COMMIT, or any
+# writer, per block costs the loop a context switch each on a busy machine); a COMMIT, or any
 # request the store awaits, sends them at once.
 PACE_BLOCKS = 8
 

@@ -3,8 +3,8 @@
 With aiosqlite the writer's SQLite calls run on a thread of the indexer's process, and every
 statement step releases and re-takes the GIL: while the event loop decodes the next block, the
 SQLite thread waits for the GIL after nearly every row, and the two threads end up taking turns
-(measured: the initial sync's wall time was the *sum* of both threads' CPU). Here the
-connection lives in a child process (`writer_child.py`): the event loop serializes each
+(the initial sync's wall time becomes the *sum* of both threads' CPU: docs/benchmarks.md).
+Here the connection lives in a child process (`writer_child.py`): the event loop serializes each
 statement list onto a pipe (`marshal`, or `pickle` for what marshal cannot hold) and goes on;
 the child runs it on another core. Requests are pipelined and run in order, so `post` (no
 answer: block writes) never waits, `call` waits for its own answer, and `sync` returns the
@@ -289,9 +289,8 @@ def widen_pipe(transport: asyncio.BaseTransport | None) -> None:
 def _frame(request: tuple[str, list[Step]]) -> bytes:
     """A request for the child: its length, its format, then its body. Rows are tuples of
     bytes, ints, None and strings, which `marshal` writes 2.7x and the child reads 1.4x as fast
-    as `pickle` (the whole sync's requests: 0.42 s → 0.15 s on the event loop, 0.76 s → 0.55 s
-    in the writer; a bytearray arrives as bytes, the same blob); anything marshal cannot hold
-    (another type, even a subclass of one it can) is pickled."""
+    as `pickle` (docs/benchmarks.md; a bytearray arrives as bytes, the same blob); anything
+    marshal cannot hold (another type, even a subclass of one it can) is pickled."""
     try:
         body, kind = marshal.dumps(request, 4), _MARSHAL
     except ValueError:

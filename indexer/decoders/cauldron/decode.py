@@ -183,8 +183,8 @@ class BlockRows:
     owners: list[bytes] = field(default_factory=list)  # owners first seen (not yet stored)
     created: dict[OutPoint, PoolUtxo] = field(default_factory=dict)  # in creation order
     # Each created pool's `cauldron_pools` row, live (spent columns NULL), made beside its event
-    # row from the same display-order hashes (one reversal each; `write` no longer rebuilds it
-    # from the `PoolUtxo`).
+    # row from the same display-order hashes (one reversal each), so `write` need not rebuild it
+    # from the `PoolUtxo`.
     pool_rows: dict[OutPoint, tuple[object, ...]] = field(default_factory=dict)
     spent: dict[OutPoint, tuple[bytes, SpentKind]] = field(default_factory=dict)  # → (txid, kind)
     tvl: dict[bytes, list[int]] = field(default_factory=dict)  # category → [Δsats, Δtokens, Δn]

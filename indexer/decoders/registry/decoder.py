@@ -108,10 +108,8 @@ def decode_registry_tx(tx: BlockTx, ctx: RegistryContext) -> list[Row]:
 
 # Up to this many tracked heads, `select` searches the block for their outpoints; beyond, it
 # walks every transaction's inputs (and outputs, where an output 0 is spent). A search costs
-# a pass over the block's bytes per head, the walk a fixed Python step per input: on the
-# benchmark chain (226,823 transactions, `select` on every block) the searches take 0.19 s
-# with no head, 0.25–0.27 s with 4, 0.32 s with 8, 0.39–0.40 s with 13 and 1.1 s with 64;
-# the walk 0.26 s whatever the number.
+# a pass over the block's bytes per head, the walk a fixed Python step per input: they cost the
+# same at about 4 heads, the walk less beyond (docs/benchmarks.md, "Figures the code relies on").
 HEAD_SEARCH_LIMIT = 4
 _ZERO4 = bytes(4)  # output index 0, little-endian
 _TOKEN = bytes((PREFIX_TOKEN,))
