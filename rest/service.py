@@ -89,8 +89,15 @@ def up_env(ctx: UpContext) -> dict[str, object]:
     ws = None
     if isinstance(electrum, list) and electrum and isinstance(electrum[0], dict):
         ws = electrum[0].get("ws")
+    indexer = ready.get("indexer")
+    feeds = indexer.get("feeds") if isinstance(indexer, dict) else None
+    # The devnet's own BCH/USD feed first: it is the one with a month of updates.
+    usd = getattr(ctx, "usd_feed", None)
+    ordered = [usd] if usd else []
+    ordered += [f for f in feeds or [] if f != usd]
     return {
         "network": "devnet" if ctx.devnet is not None else None,
+        "oracle_feeds": ordered,
         "router": ready.get("router"),
         "broadcast": ready.get("broadcast"),
         "router_fee": ready.get("router_fee"),

@@ -11,10 +11,11 @@ from typing import Any
 
 import orjson
 from starlette.requests import Request
-from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from rest.errors import JSON_TYPE, ApiError
+from rest.openapi import docs_html
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "pages"
@@ -145,6 +146,7 @@ def explorer_routes(
             "broadcast": values.get("broadcast"),
             "electrum_ws": values.get("electrum_ws"),
             "router_fee": values.get("router_fee"),
+            "oracle_feeds": values.get("oracle_feeds") or [],
             # Devnet test wallets only (their keys are printed by `ladle up` for anyone to use).
             "wallets": values.get("wallets") or [],
         }
@@ -152,11 +154,17 @@ def explorer_routes(
             orjson.dumps(body), media_type=JSON_TYPE, headers={"Cache-Control": "no-store"}
         )
 
+    async def endpoint_list(request: Request) -> Response:
+        """The plain, script-free list of endpoints the data API served at `/docs` before the
+        viewer: still useful without node_modules or JavaScript."""
+        return HTMLResponse(docs_html(), headers={"Cache-Control": "public, max-age=3600"})
+
     async def root(request: Request) -> Response:
         return RedirectResponse("/explorer", status_code=302)
 
     return [
         Route("/docs", page("docs")),
+        Route("/docs/endpoints", endpoint_list),
         Route("/docs/broadcast/openapi.json", broadcast_openapi),
         Route("/schemas/{path:path}", schema),
         Route("/vendor/{name}/{path:path}", vendor),

@@ -112,7 +112,7 @@ async function loadTrades() {
     <td class="num">${fmtTokens(t.volume_tokens, decimals)}</td>
     <td class="num">${fmtNum(t.price)}</td>
     <td class="num">${t.pools}</td>
-    <td><a href="/explorer/broadcast?txid=${esc(t.txid)}"><code>${short(t.txid)}</code></a></td></tr>`).join("") || '<tr><td colspan="7" class="muted">No trades yet.</td></tr>';
+    <td><code title="${esc(t.txid)}">${short(t.txid)}</code></td></tr>`).join("") || '<tr><td colspan="7" class="muted">No trades yet.</td></tr>';
 }
 
 async function refresh(fit = false) {
