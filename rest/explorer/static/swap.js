@@ -141,7 +141,7 @@ async function swap() {
     const coins = await listCoins(cfg.electrum_ws, key);
     const inputs = funding(coins, o.sell);
     if (!inputs.length) throw new Error("Insufficient funds: this wallet has no usable coins.");
-    step(`${inputs.length} coins of ${key.address} offered as funding`);
+    step(`${inputs.length} coin${inputs.length === 1 ? "" : "s"} of ${key.address} offered as funding`);
     const expected = BigInt(quote.output_amount);
     const minOutput = (expected * BigInt(Math.round((100 - pct) * 100))) / 10000n;
     const request = { sell: o.sell, buy: o.buy, amount: o.amount, side: "sell", funding: inputs, receive_addr: key.tokenAddress, change_addr: key.address, min_output: minOutput.toString() };

@@ -82,7 +82,7 @@ function renderPools() {
     return sortDesc ? -cmp : cmp;
   });
   document.getElementById("pool-count").textContent = `(${rows.length})`;
-  document.querySelector("#pools tbody").innerHTML = rows.map((p) => `<tr>
+  document.querySelector("#pools tbody").innerHTML = rows.map((p) => `<tr data-txid="${esc(p.txid)}">
     <td><code>${esc(p.owner_p2pkh_addr)}</code></td>
     <td class="num">${fmtBch(p.sats)}</td>
     <td class="num">${fmtTokens(p.tokens, decimals)}</td>
@@ -105,7 +105,7 @@ async function loadPools() {
 
 async function loadTrades() {
   const trades = await api(`/dex/tx/latest?token=${tokenId}&limit=25`);
-  document.querySelector("#trades tbody").innerHTML = trades.map((t) => `<tr class="${t.height ? "" : "mempool"}">
+  document.querySelector("#trades tbody").innerHTML = trades.map((t) => `<tr data-txid="${esc(t.txid)}" class="${t.height ? "" : "mempool"}">
     <td>${t.height ? fmtTime(t.timestamp_guess) : "<b>mempool</b>"}</td>
     <td>${esc(t.direction)}</td>
     <td class="num">${fmtBch(t.volume_sats)}</td>
