@@ -4,6 +4,8 @@ dot-files, so no `..`) and resolved under their root before a file is opened."""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,6 +17,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from rest.errors import JSON_TYPE, ApiError
+from rest.middleware import accepts_gzip
 from rest.openapi import docs_html
 
 HERE = Path(__file__).resolve().parent
@@ -84,12 +87,24 @@ def safe_file(root: Path, rel: str, suffixes: frozenset[str]) -> Path:
     return path
 
 
-def _file(path: Path, *, max_age: int) -> Response:
-    return FileResponse(
-        path,
-        media_type=_TYPES.get(path.suffix, "application/octet-stream"),
-        headers={"Cache-Control": f"public, max-age={max_age}"},
-    )
+_COMPRESSIBLE = frozenset({".js", ".mjs", ".css", ".html", ".json", ".svg"})
+# Gzipped copies of served files, made once per file version (path, mtime): the vendor bundles
+# shrink to about a quarter (Swagger UI's 1.4 MB bundle, libauth's embedded WebAssembly).
+_gzipped: dict[tuple[Path, int], bytes] = {}
+
+
+async def _file(request: Request, path: Path, *, max_age: int) -> Response:
+    media_type = _TYPES.get(path.suffix, "application/octet-stream")
+    headers = {"Cache-Control": f"public, max-age={max_age}", "Vary": "Accept-Encoding"}
+    if path.suffix not in _COMPRESSIBLE or not accepts_gzip(request.headers.get("accept-encoding")):
+        return FileResponse(path, media_type=media_type, headers=headers)
+    key = (path, path.stat().st_mtime_ns)
+    body = _gzipped.get(key)
+    if body is None:
+        body = await asyncio.to_thread(gzip.compress, path.read_bytes(), 6, mtime=0)
+        _gzipped[key] = body
+    headers["Content-Encoding"] = "gzip"
+    return Response(body, media_type=media_type, headers=headers)
 
 
 def explorer_routes(
@@ -102,13 +117,13 @@ def explorer_routes(
     def page(name: str) -> Callable[[Request], Any]:
         async def serve(request: Request) -> Response:
             # Short cache: the pages are tiny and change with the project.
-            return _file(PAGES / PAGE_FILES[name], max_age=60)
+            return await _file(request, PAGES / PAGE_FILES[name], max_age=60)
 
         return serve
 
     async def static(request: Request) -> Response:
         path = safe_file(STATIC, request.path_params["path"], frozenset({".js", ".css", ".svg"}))
-        return _file(path, max_age=60)
+        return await _file(request, path, max_age=60)
 
     async def vendor(request: Request) -> Response:
         name = request.path_params["name"]
@@ -121,11 +136,11 @@ def explorer_routes(
             raise _missing()
         suffixes = frozenset({".js", ".mjs", ".css"})
         path = safe_file(node_modules / directory, rel, suffixes)
-        return _file(path, max_age=86400)
+        return await _file(request, path, max_age=86400)
 
     async def schema(request: Request) -> Response:
         path = safe_file(SCHEMAS, request.path_params["path"], frozenset({".json"}))
-        return _file(path, max_age=300)
+        return await _file(request, path, max_age=300)
 
     async def broadcast_openapi(request: Request) -> Response:
         """The broadcast API's OpenAPI document with `servers` set to where it runs, so the

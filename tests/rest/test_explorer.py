@@ -206,3 +206,12 @@ def test_up_env_reads_the_ready_line_as_it_grows() -> None:
 def test_explorer_routes_take_no_database() -> None:
     paths = {getattr(r, "path", None) for r in explorer_routes()}
     assert {"/docs", "/explorer", "/explorer/swap", "/explorer/config.json"} <= paths
+
+
+async def test_text_files_are_gzipped_for_clients_that_accept_it(client: httpx.AsyncClient) -> None:
+    plain = await client.get("/explorer/static/common.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    zipped = await client.get("/explorer/static/common.js", headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert zipped.text == plain.text  # httpx decodes it
+    assert int(zipped.headers["content-length"]) < len(plain.content)
