@@ -47,7 +47,15 @@ READY = "LADLE_READY "
 SHOTS = os.environ.get("LADLE_SCREENSHOTS")
 
 try:
-    from playwright.sync_api import BrowserContext, ConsoleMessage, Page, sync_playwright
+    from playwright.sync_api import (
+        BrowserContext,
+        ConsoleMessage,
+        Page,
+        Request,
+        WebSocket,
+        WebSocketRoute,
+        sync_playwright,
+    )
 except ImportError:  # pragma: no cover - the test extra is not installed
     sync_playwright = None  # type: ignore[assignment]
 
@@ -239,8 +247,25 @@ def test_token_page_chart_holds_the_api_candles(ladle: Ladle, page: Page) -> Non
     assert console.errors == []
 
 
+class Outbound:
+    """Everything the page sends: request URLs and bodies, WebSocket frames."""
+
+    def __init__(self, page: Page) -> None:
+        self.sent: list[str] = []
+        page.on("request", self.on_request)
+        page.on("websocket", self.on_websocket)
+
+    def on_request(self, request: Request) -> None:
+        self.sent.append(request.url)
+        self.sent.append(request.post_data or "")
+
+    def on_websocket(self, ws: WebSocket) -> None:
+        ws.on("framesent", lambda payload: self.sent.append(str(payload)))
+
+
 def test_swap_end_to_end_accepted(ladle: Ladle, page: Page) -> None:
     console = Console(page)
+    outbound = Outbound(page)
     token = top_token(ladle)["token_id"]
     page.goto(f"{ladle.rest}/explorer/swap?sell=bch&buy={token}&amount=0.01")
     page.wait_for_selector("body[data-quoted=yes]")
@@ -260,6 +285,10 @@ def test_swap_end_to_end_accepted(ladle: Ladle, page: Page) -> None:
     assert page.inner_text("#status-value") == "accepted"
     shot(page, "swap-accepted")
     ladle.swapped.append(txid)
+    # The key never left the page; the signed transaction did (to the broadcast API).
+    wif = ladle.ready["wallets"][0]["wif"]
+    assert not [s for s in outbound.sent if wif in s]
+    assert any(f"{ladle.broadcast}/broadcast" == s for s in outbound.sent)
     # Live: the token page shows the pools the (unconfirmed) swap left, then, once a block is
     # mined with the page open, the trade among the latest trades.
     page.goto(f"{ladle.rest}/explorer/token/{token}")
@@ -315,6 +344,27 @@ def test_swap_page_explains_bad_input(ladle: Ladle, page: Page) -> None:
         "document.getElementById('wallet-error').textContent.includes('cannot be used')"
     )
     assert console.errors == []
+
+
+def test_router_outage_is_shown_and_the_quote_comes_back(ladle: Ladle, page: Page) -> None:
+    """The router connection drops (a restart): the page says so, reconnects by itself and
+    subscribes again; the quote is live again without a reload."""
+    token = top_token(ladle)["token_id"]
+    routes: list[WebSocketRoute] = []
+
+    def relay(ws: WebSocketRoute) -> None:
+        ws.connect_to_server()  # pass frames through to the real router
+        routes.append(ws)
+
+    page.route_web_socket(str(ladle.ready["router"]), relay)
+    page.goto(f"{ladle.rest}/explorer/swap?sell=bch&buy={token}&amount=0.01")
+    page.wait_for_selector("body[data-quoted=yes]")
+    page.evaluate("delete document.body.dataset.quoted")
+    routes[0].close(code=1012, reason="restart")
+    page.wait_for_function("document.getElementById('router-state').textContent.includes('reconn')")
+    page.wait_for_selector("body[data-quoted=yes]")
+    assert "live" in page.inner_text("#router-state") and len(routes) == 2
+    page.wait_for_function("document.getElementById('status').hidden")
 
 
 def test_data_api_outage_is_shown_and_recovered(ladle: Ladle, page: Page) -> None:
