@@ -14,6 +14,7 @@ import pytest
 
 from ladle.up import Started, UpContext
 from rest.app import create_app
+from rest.cli import add_arguments, config_from_args
 from rest.config import RestConfig
 from rest.explorer import ExplorerEnv, explorer_routes
 from rest.explorer.routes import NODE_MODULES, PAGE_FILES, PAGES, STATIC, VENDOR
@@ -215,3 +216,42 @@ async def test_text_files_are_gzipped_for_clients_that_accept_it(client: httpx.A
     assert zipped.headers["content-encoding"] == "gzip"
     assert zipped.text == plain.text  # httpx decodes it
     assert int(zipped.headers["content-length"]) < len(plain.content)
+
+
+def parse_rest(*argv: str) -> RestConfig:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return config_from_args(parser.parse_args(list(argv)))
+
+
+def test_ladle_rest_configures_the_explorer_for_any_network() -> None:
+    config = parse_rest(
+        "--router-url",
+        "wss://router.example/",
+        "--broadcast-url",
+        "https://broadcast.example",
+        "--electrum-ws",
+        "wss://electrum.example:50004",
+        "--network",
+        "mainnet",
+    )
+    assert config.explorer_env is not None
+    env = config.explorer_env()
+    assert env["router"] == "wss://router.example/" and env["network"] == "mainnet"
+    assert env["broadcast"] == "https://broadcast.example" and env["wallets"] == []
+    assert env["oracle_feeds"] == [config.usd_feed]
+    bare = parse_rest()
+    assert bare.explorer_env is not None and bare.explorer_env()["router"] is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--router-url", "http://router"),
+        ("--electrum-ws", "tcp://electrum:50001"),
+        ("--broadcast-url", "ws://broadcast"),
+    ],
+)
+def test_ladle_rest_refuses_urls_of_the_wrong_kind(argv: tuple[str, str]) -> None:
+    with pytest.raises(ValueError, match=argv[0]):
+        parse_rest(*argv)
