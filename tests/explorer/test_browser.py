@@ -56,6 +56,7 @@ try:
         WebSocketRoute,
         sync_playwright,
     )
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 except ImportError:  # pragma: no cover - the test extra is not installed
     sync_playwright = None  # type: ignore[assignment]
 
@@ -158,6 +159,26 @@ def shot(page: Page, name: str, *, full_page: bool = True) -> None:
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=full_page)
+
+
+def wait_text(page: Page, element: str, text: str) -> None:
+    """Wait until the element with id `element` contains `text`; on a timeout, say what the
+    page showed instead (and its error boxes)."""
+    try:
+        page.wait_for_function(
+            "([id, text]) => document.getElementById(id).textContent.includes(text)",
+            arg=[element, text],
+        )
+    except PlaywrightTimeout:
+        shown = page.evaluate(
+            """(id) => [id, 'quote-error', 'swap-error', 'wallet-error', 'error', 'status']
+                .map(i => document.getElementById(i)).filter(Boolean)
+                .map(e => `${e.id}: ${e.textContent}`).join(' | ')""",
+            element,
+        )
+        raise AssertionError(
+            f"#{element} never showed {text!r}; the page showed: {shown}"
+        ) from None
 
 
 def mine(ladle: Ladle) -> None:
@@ -274,7 +295,7 @@ def test_swap_end_to_end_accepted(ladle: Ladle, page: Page) -> None:
         assert label in quote
     assert page.inner_text("#quote-kind").split(" ")[0] in {"single", "split"}
     page.select_option("#wallet", "0")
-    page.wait_for_function("document.getElementById('balance').textContent.includes('BCH in')")
+    wait_text(page, "balance", "BCH in")
     assert page.inner_text("#address") == ladle.ready["wallets"][0]["address"]
     shot(page, "swap")
     page.click("#swap")
@@ -299,6 +320,36 @@ def test_swap_end_to_end_accepted(ladle: Ladle, page: Page) -> None:
     assert console.errors == []
 
 
+def test_token_to_token_swap_signs_token_inputs(ladle: Ladle, page: Page) -> None:
+    """Selling a token: the wallet's token coins are funding, signed with their token
+    prefixes in the signing serialization; a two-hop route through BCH."""
+    console = Console(page)
+    wallet = ladle.ready["wallets"][2]
+    tokens = [
+        t
+        for t in ladle.get(f"{ladle.rest}/dex/tokens/list_cached?limit=1000")
+        if t["display_symbol"] in wallet["tokens"] and t["bcmr"]
+    ]
+    sell, buy = tokens[:2]
+    # About 100,000 sats' worth of the sold token, in its display units.
+    decimals = sell["bcmr"]["token"]["decimals"]
+    base = int(100_000 / sell["price_now"])
+    assert base <= wallet["tokens"][sell["display_symbol"]]
+    amount = f"{base / 10**decimals:.{decimals}f}"
+    page.goto(
+        f"{ladle.rest}/explorer/swap?sell={sell['token_id']}&buy={buy['token_id']}&amount={amount}"
+    )
+    page.wait_for_selector("body[data-quoted=yes]")
+    assert page.inner_text("#quote-kind").startswith("two_hop")
+    page.select_option("#wallet", "2")
+    wait_text(page, "balance", "BCH in")
+    page.click("#swap")
+    page.wait_for_selector("#accepted-txid", timeout=45_000)
+    txid = page.inner_text("#accepted-txid")
+    assert ladle.get(f"{ladle.broadcast}/broadcast/status/{txid}")["status"] == "accepted"
+    assert console.errors == []
+
+
 def test_broadcast_status_page_shows_every_node(ladle: Ladle, page: Page) -> None:
     if not ladle.swapped:
         pytest.skip("needs the swap of test_swap_end_to_end_accepted")
@@ -317,32 +368,22 @@ def test_swap_page_explains_bad_input(ladle: Ladle, page: Page) -> None:
     console = Console(page)
     token = top_token(ladle)["token_id"]
     page.goto(f"{ladle.rest}/explorer/swap?sell=bch&buy={'ee' * 32}&amount=0.01")
-    page.wait_for_function(
-        "document.getElementById('quote-error').textContent.includes('Unknown token')"
-    )
+    wait_text(page, "quote-error", "Unknown token")
     # One base unit of a token buys less than a satoshi: the router's route_failed.
     page.goto(f"{ladle.rest}/explorer/swap?sell={token}&buy=bch&amount=0.0001")
-    page.wait_for_function(
-        "document.getElementById('quote-error').textContent.includes('No route')"
-    )
+    wait_text(page, "quote-error", "No route")
     # More BCH than the wallet holds: quoted, but tx.build says insufficient_funds.
     page.goto(f"{ladle.rest}/explorer/swap?sell=bch&buy={token}&amount=100")
     page.wait_for_selector("body[data-quoted=yes]")
     page.select_option("#wallet", "1")
-    page.wait_for_function("document.getElementById('balance').textContent.includes('BCH in')")
+    wait_text(page, "balance", "BCH in")
     page.click("#swap")
-    page.wait_for_function(
-        "document.getElementById('swap-error').textContent.includes('Insufficient funds')"
-    )
+    wait_text(page, "swap-error", "Insufficient funds")
     page.fill("#amount", "0.123456789")
-    page.wait_for_function(
-        "document.getElementById('quote-error').textContent.includes('Not an amount')"
-    )
+    wait_text(page, "quote-error", "Not an amount")
     page.fill("#wif", "not-a-key")
     page.dispatch_event("#wif", "change")
-    page.wait_for_function(
-        "document.getElementById('wallet-error').textContent.includes('cannot be used')"
-    )
+    wait_text(page, "wallet-error", "cannot be used")
     assert console.errors == []
 
 
@@ -361,7 +402,7 @@ def test_router_outage_is_shown_and_the_quote_comes_back(ladle: Ladle, page: Pag
     page.wait_for_selector("body[data-quoted=yes]")
     page.evaluate("delete document.body.dataset.quoted")
     routes[0].close(code=1012, reason="restart")
-    page.wait_for_function("document.getElementById('router-state').textContent.includes('reconn')")
+    wait_text(page, "router-state", "reconn")
     page.wait_for_selector("body[data-quoted=yes]")
     assert "live" in page.inner_text("#router-state") and len(routes) == 2
     page.wait_for_function("document.getElementById('status').hidden")
@@ -372,9 +413,7 @@ def test_data_api_outage_is_shown_and_recovered(ladle: Ladle, page: Page) -> Non
     page.wait_for_selector("body[data-loaded=tokens]")
     page.route("**/dex/tokens/**", lambda route: route.abort())
     page.fill("#search", "a")
-    page.wait_for_function(
-        "document.getElementById('error').textContent.includes('Could not load')"
-    )
+    wait_text(page, "error", "Could not load")
     assert page.is_visible("#status")
     page.unroute("**/dex/tokens/**")
     page.fill("#search", "")
@@ -420,8 +459,6 @@ def test_other_pages_load_without_console_errors(ladle: Ladle, page: Page, name:
         # An unknown token is a sentence on the page, not a broken page. (The data API's 404
         # is itself logged by the browser as a failed resource: that is the expected one.)
         page.goto(f"{ladle.rest}/explorer/token/{'ee' * 32}")
-        page.wait_for_function(
-            "document.getElementById('error').textContent.includes('Unknown token')"
-        )
+        wait_text(page, "error", "Unknown token")
         console.errors = [e for e in console.errors if "status of 404" not in e]
     assert console.errors == []

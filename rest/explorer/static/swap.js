@@ -58,6 +58,13 @@ function resubscribe() {
   updateButton();
   const o = order();
   if (!router) return;
+  if (!assets.has(o.sell) || !assets.has(o.buy)) {
+    // A token id from the URL that no pool trades: say so instead of asking the router.
+    const wanted = [params.get("sell"), params.get("buy")].find((id) => id && !assets.has(id));
+    showQuoteError(`Unknown token: ${wanted || "pick an asset"} has no pool here.`);
+    $("quote").innerHTML = '<dt>route</dt><dd class="muted">no route</dd>';
+    return;
+  }
   if (o.sell === o.buy) { showQuoteError("Pick two different assets."); return; }
   if (!o.amount) {
     showQuoteError($("amount").value.trim() ? `Not an amount of ${asset(o.sell).symbol} (at most ${asset(o.sell).decimals} decimals).` : "");
@@ -194,7 +201,6 @@ async function init() {
   $("buy").innerHTML = options;
   $("sell").value = params.get("sell") || "bch";
   $("buy").value = params.get("buy") || tokens[0]?.token_id || "bch";
-  if (params.get("buy") && !assets.has(params.get("buy"))) showQuoteError(`Unknown token: ${params.get("buy")}`);
   $("amount").value = params.get("amount") || "0.01";
   $("amount-unit").textContent = asset($("sell").value).symbol;
   $("wallet").innerHTML += (cfg.wallets || []).map((w, i) => `<option value="${i}">${esc(w.name)} · ${esc(w.address)}</option>`).join("");
