@@ -350,6 +350,30 @@ def test_token_to_token_swap_signs_token_inputs(ladle: Ladle, page: Page) -> Non
     assert console.errors == []
 
 
+def test_exact_out_swap_delivers_the_amount_asked(ladle: Ladle, page: Page) -> None:
+    """side "buy": the amount is what the wallet receives; the quote says so."""
+    console = Console(page)
+    token = top_token(ladle)
+    decimals = token["bcmr"]["token"]["decimals"] if token["bcmr"] else 0
+    base = int(50_000 / token["price_now"])  # about 50,000 sats' worth
+    amount = f"{base / 10**decimals:.{decimals}f}" if decimals else str(base)
+    page.goto(
+        f"{ladle.rest}/explorer/swap?sell=bch&buy={token['token_id']}&side=buy&amount={amount}"
+    )
+    page.wait_for_selector("body[data-quoted=yes]")
+    assert page.input_value("#side") == "buy"
+    shown = page.inner_text("#quote-output").replace(",", "")
+    assert float(shown) == float(amount)
+    assert page.locator("#quote table.legs tr").count() >= 1
+    page.select_option("#wallet", "1")
+    wait_text(page, "balance", "BCH in")
+    page.click("#swap")
+    page.wait_for_selector("#accepted-txid", timeout=45_000)
+    txid = page.inner_text("#accepted-txid")
+    assert ladle.get(f"{ladle.broadcast}/broadcast/status/{txid}")["status"] == "accepted"
+    assert console.errors == []
+
+
 def test_broadcast_status_page_shows_every_node(ladle: Ladle, page: Page) -> None:
     if not ladle.swapped:
         pytest.skip("needs the swap of test_swap_end_to_end_accepted")

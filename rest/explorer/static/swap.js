@@ -28,11 +28,14 @@ export function toBase(text, decimals) {
   return base > 0n ? base.toString() : null;
 }
 
+/** side "sell": the amount is exactly what is given; "buy": exactly what is received. */
 function order() {
-  const sell = $("sell").value, buy = $("buy").value;
-  const amount = toBase($("amount").value, asset(sell).decimals);
-  return { sell, buy, amount };
+  const sell = $("sell").value, buy = $("buy").value, side = $("side").value;
+  const amount = toBase($("amount").value, asset(side === "buy" ? buy : sell).decimals);
+  return { sell, buy, side, amount };
 }
+
+function amountAsset() { return asset($("side").value === "buy" ? $("buy").value : $("sell").value); }
 
 function showQuoteError(text) { $("quote-error").textContent = text || ""; }
 
@@ -46,6 +49,7 @@ function renderQuote(q) {
     <dt>you give</dt><dd>${fmtTokens(q.input_amount, sell.decimals)} ${esc(sell.symbol)}</dd>
     <dt>you get</dt><dd><b id="quote-output">${fmtTokens(q.output_amount, buy.decimals)}</b> ${esc(buy.symbol)}</dd>
     <dt>route</dt><dd id="quote-kind">${esc(q.kind)} · ${q.pools} pool${q.pools === 1 ? "" : "s"}</dd>
+    <dt>pools</dt><dd><table class="legs"><tbody>${(q.legs || []).map((l) => `<tr><td><code>${short(l.txid)}:${l.tx_pos}</code></td><td>${esc(l.direction)}</td><td class="num">${fmtInt(l.amount_in)} → ${fmtInt(l.amount_out)}</td></tr>`).join("")}</tbody></table></dd>
     <dt>price impact</dt><dd>${(q.price_impact * 100).toFixed(3)}%</dd>
     <dt>router fee</dt><dd>${feeText}</dd>
     <dt>miner fee</dt><dd>~${fmtInt(q.miner_fee_estimate_sats)} sats (${q.fee_per_byte} sat/byte, ~${fmtInt(q.estimated_size)} bytes)</dd>
@@ -67,13 +71,13 @@ function resubscribe() {
   }
   if (o.sell === o.buy) { showQuoteError("Pick two different assets."); return; }
   if (!o.amount) {
-    showQuoteError($("amount").value.trim() ? `Not an amount of ${asset(o.sell).symbol} (at most ${asset(o.sell).decimals} decimals).` : "");
+    showQuoteError($("amount").value.trim() ? `Not an amount of ${amountAsset().symbol} (at most ${amountAsset().decimals} decimals).` : "");
     $("quote").innerHTML = '<dt>route</dt><dd class="muted">enter an amount</dd>';
     return;
   }
-  history.replaceState(null, "", `?sell=${o.sell}&buy=${o.buy}&amount=${encodeURIComponent($("amount").value.trim())}`);
+  history.replaceState(null, "", `?sell=${o.sell}&buy=${o.buy}&side=${o.side}&amount=${encodeURIComponent($("amount").value.trim())}`);
   $("quote").innerHTML = '<dt>route</dt><dd class="muted">routing…</dd>';
-  unsubscribe = router.subscribe("route.subscribe", { sell: o.sell, buy: o.buy, amount: o.amount }, (push) => {
+  unsubscribe = router.subscribe("route.subscribe", { sell: o.sell, buy: o.buy, side: o.side, amount: o.amount }, (push) => {
     if (push.error) {
       quote = null;
       showQuoteError(routerMessage(push.error));
@@ -149,9 +153,12 @@ async function swap() {
     const inputs = funding(coins, o.sell);
     if (!inputs.length) throw new Error("Insufficient funds: this wallet has no usable coins.");
     step(`${inputs.length} coin${inputs.length === 1 ? "" : "s"} of ${key.address} offered as funding`);
-    const expected = BigInt(quote.output_amount);
-    const minOutput = (expected * BigInt(Math.round((100 - pct) * 100))) / 10000n;
-    const request = { sell: o.sell, buy: o.buy, amount: o.amount, side: "sell", funding: inputs, receive_addr: key.tokenAddress, change_addr: key.address, min_output: minOutput.toString() };
+    const request = { sell: o.sell, buy: o.buy, amount: o.amount, side: o.side, funding: inputs, receive_addr: key.tokenAddress, change_addr: key.address };
+    if (o.side === "sell") {
+      // The slippage floor: the quoted output less the tolerance (the router refuses below it).
+      const expected = BigInt(quote.output_amount);
+      request.min_output = ((expected * BigInt(Math.round((100 - pct) * 100))) / 10000n).toString();
+    }
     let build;
     try {
       build = await router.call("tx.build", request);
@@ -202,11 +209,12 @@ async function init() {
   $("sell").value = params.get("sell") || "bch";
   $("buy").value = params.get("buy") || tokens[0]?.token_id || "bch";
   $("amount").value = params.get("amount") || "0.01";
-  $("amount-unit").textContent = asset($("sell").value).symbol;
+  $("side").value = params.get("side") === "buy" ? "buy" : "sell";
+  $("amount-unit").textContent = amountAsset().symbol;
   $("wallet").innerHTML += (cfg.wallets || []).map((w, i) => `<option value="${i}">${esc(w.name)} · ${esc(w.address)}</option>`).join("");
   if (!cfg.router) { showQuoteError("No router is configured for this explorer: quotes and swaps are off."); }
   else router = new Router(cfg.router, { onState: (up) => { $("router-state").textContent = up ? "· live" : "· reconnecting"; } });
-  for (const id of ["sell", "buy", "amount"]) $(id).addEventListener(id === "amount" ? "input" : "change", () => { $("amount-unit").textContent = asset($("sell").value).symbol; resubscribe(); });
+  for (const id of ["sell", "buy", "side", "amount"]) $(id).addEventListener(id === "amount" ? "input" : "change", () => { $("amount-unit").textContent = amountAsset().symbol; resubscribe(); });
   $("wallet").addEventListener("change", () => {
     const w = cfg.wallets[Number($("wallet").value)];
     $("wif").value = w ? w.wif : "";
