@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: run test lint typecheck pytest bench clean setup
+.PHONY: run test lint typecheck pytest bench clean setup browser
 
 setup: $(STAMP) $(NODE_STAMP)
 
@@ -28,7 +28,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy .
 
-pytest: $(STAMP) $(NODE_STAMP)
+# The browser tests drive Debian's chromium (Playwright only drives it; it never downloads a
+# browser). Installed here when missing and we are root with apt (CI is); otherwise those
+# tests skip and say why.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian's chromium for the browser tests"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+				|| echo "chromium could not be installed: the browser tests will be skipped"; \
+		else \
+			echo "chromium missing (not root or no apt-get): the browser tests will be skipped"; \
+		fi; \
+	fi
+
+pytest: $(STAMP) $(NODE_STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

@@ -18,6 +18,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -122,7 +123,17 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
             Route("/broadcast", post_broadcast, methods=["POST"]),
             Route("/broadcast/status/{txid}", get_status, methods=["GET"]),
         ],
-        middleware=[Middleware(CatchAll, answer=_internal_error, logger=log)],
+        middleware=[
+            # Open to browsers: a web wallet (the explorer's swap page) posts its signed
+            # transaction here from another origin.
+            Middleware(
+                CORSMiddleware,
+                allow_origins=["*"],
+                allow_methods=["GET", "POST"],
+                allow_headers=["content-type"],
+            ),
+            Middleware(CatchAll, answer=_internal_error, logger=log),
+        ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error},
         lifespan=lifespan,
     )

@@ -211,6 +211,7 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
     from devnet.scenario.generator import ScenarioGenerator
     from devnet.scenario.lending import LendingExtension
     from devnet.scenario.params import PRESETS
+    from devnet.scenario.registry import icons
     from devnet.service import Devnet, DevnetConfig
     from devnet.verifier import AsyncLibauthVerifier
 
@@ -255,6 +256,8 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
             result = await ScenarioGenerator(devnet, params, extensions=extensions).run()
             for path, body in result.documents.items():
                 http.publish(path, body)
+            for path, body in icons(result.documents).items():
+                http.publish(path, body, "image/svg+xml")
             ledger = result.ledger.dumps(indent=True)
             http.publish("/ledger.json", ledger)
             if args.ledger:

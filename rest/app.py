@@ -22,6 +22,7 @@ from rest.catchall import CatchAll
 from rest.config import RestConfig
 from rest.context import ApiContext
 from rest.errors import ApiError, internal_error, log, on_api_error, on_http_error
+from rest.explorer import explorer_routes
 from rest.middleware import Edge
 from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
 from rest.warm import Warmer
@@ -29,6 +30,8 @@ from rest.warm import Warmer
 
 def all_routes(config: RestConfig) -> list[BaseRoute]:
     routes: list[BaseRoute] = [
+        # First: the explorer's `/docs` (the OpenAPI viewer) replaces the plain endpoint list.
+        *explorer_routes(config.explorer_env),
         *pools.ROUTES,
         *price.ROUTES,
         *token_list.ROUTES,

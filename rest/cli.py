@@ -1,6 +1,7 @@
 """`ladle rest`: serve the data API over an index database.
 
     ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--rate-limit N] [--usd-feed HEX]
+               [--router-url WS] [--broadcast-url URL] [--electrum-ws WS] [--network NAME]
 
 Once serving, one JSON line goes to stdout: `{"rest": "http://host:port", "db": PATH}`.
 Registered on the `ladle` command by `add_commands(subparsers)`.
@@ -62,6 +63,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("bitcoincash", "bchtest", "bchreg"),
         help="CashAddr prefix of owner addresses (bitcoincash)",
     )
+    # Where the explorer's pages (/explorer) find the other services; `ladle up` fills these
+    # in by itself. Without them the swap page says no router is configured.
+    explorer = parser.add_argument_group("explorer (the pages at /explorer)")
+    explorer.add_argument("--router-url", metavar="WS_URL", help="the router, ws:// or wss://")
+    explorer.add_argument("--broadcast-url", metavar="URL", help="the broadcast API, http(s)://")
+    explorer.add_argument(
+        "--electrum-ws", metavar="WS_URL", help="an Electrum Cash WebSocket for wallet coins"
+    )
+    explorer.add_argument("--network", metavar="NAME", help="network name shown on the pages")
 
 
 def add_commands(subparsers: Any) -> None:
@@ -80,7 +90,23 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
     if not 0 <= args.port <= 65_535:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
     feed = str(getattr(args, "usd_feed", None) or MAINNET_USD_FEED)
+    env: dict[str, object] = {
+        "network": getattr(args, "network", None),
+        "router": getattr(args, "router_url", None),
+        "broadcast": getattr(args, "broadcast_url", None),
+        "electrum_ws": getattr(args, "electrum_ws", None),
+        "oracle_feeds": [] if feed == "none" else [feed.lower()],
+        "wallets": [],  # devnet test wallets exist only in `ladle up`
+    }
+    for key, flag in (("router", "--router-url"), ("electrum_ws", "--electrum-ws")):
+        url = env[key]
+        if url is not None and not str(url).startswith(("ws://", "wss://")):
+            raise ValueError(f"{flag}: a ws:// or wss:// URL, got {url}")
+    url = env["broadcast"]
+    if url is not None and not str(url).startswith(("http://", "https://")):
+        raise ValueError(f"--broadcast-url: an http:// or https:// URL, got {url}")
     return RestConfig(
+        explorer_env=lambda: env,
         db_path=args.db,
         usd_feed=None if feed == "none" else feed.lower(),
         rate_limit=args.rate_limit,

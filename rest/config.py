@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +51,9 @@ class RestConfig:
     clock: Callable[[], float] = time.time
     # Serve GET /bench/ceiling (a trivial endpoint: the benchmark's ceiling). Off by default.
     bench_ceiling: bool = False
+    # The explorer's view of the other services (router, broadcast API, Electrum WebSocket,
+    # devnet wallets), read on each /explorer/config.json; None: a data-only explorer.
+    explorer_env: Callable[[], Mapping[str, object]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "db_path", Path(self.db_path))

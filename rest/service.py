@@ -67,7 +67,9 @@ async def start_in_up(ctx: UpContext) -> Started | None:
         chain_tip = devnet_tip
     # The devnet's own BCH/USD feed (which the indexer decodes) behind the USD figures.
     usd_feed = getattr(ctx, "usd_feed", None) or MAINNET_USD_FEED
-    config = RestConfig(db_path=db, chain_tip=chain_tip, usd_feed=usd_feed)
+    config = RestConfig(
+        db_path=db, chain_tip=chain_tip, usd_feed=usd_feed, explorer_env=lambda: up_env(ctx)
+    )
     running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
     return Started(
         "rest",
@@ -75,3 +77,30 @@ async def start_in_up(ctx: UpContext) -> Started | None:
         [f"rest: {running.url}  (GET /tokenpool/…, /dex/…; docs at {running.url}/docs)"],
         running.stop,
     )
+
+
+def up_env(ctx: UpContext) -> dict[str, object]:
+    """What the explorer pages need from `ladle up`'s ready line, as it stands now (the router
+    and the broadcast API start after the data API)."""
+    ready: dict[str, object] = {}
+    for component in ctx.started.values():
+        ready.update(component.ready)
+    electrum = ready.get("electrum")
+    ws = None
+    if isinstance(electrum, list) and electrum and isinstance(electrum[0], dict):
+        ws = electrum[0].get("ws")
+    indexer = ready.get("indexer")
+    feeds = indexer.get("feeds") if isinstance(indexer, dict) else None
+    # The devnet's own BCH/USD feed first: it is the one with a month of updates.
+    usd = getattr(ctx, "usd_feed", None)
+    ordered = [usd] if usd else []
+    ordered += [f for f in feeds or [] if f != usd]
+    return {
+        "network": "devnet" if ctx.devnet is not None else None,
+        "oracle_feeds": ordered,
+        "router": ready.get("router"),
+        "broadcast": ready.get("broadcast"),
+        "router_fee": ready.get("router_fee"),
+        "electrum_ws": ws,
+        "wallets": ready.get("wallets") or [],
+    }

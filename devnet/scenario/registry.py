@@ -13,6 +13,7 @@ import datetime
 import json
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from bch.hashes import sha256
 from bch.script import OP_RETURN, push_data
@@ -69,6 +70,42 @@ def registry_document(
         },
     }
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def icon_svg(category_hex: str, symbol: str) -> bytes:
+    """A token's registry icon: a disc in a colour taken from its category, with the symbol's
+    first letter, so explorers and wallets have an image to show at `uris.icon`."""
+    hue = int(category_hex[:4], 16) % 360
+    letter = (symbol[:1] or "?").upper().replace("&", "&amp;").replace("<", "&lt;")
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64">'
+        f'<circle cx="32" cy="32" r="32" fill="hsl({hue},55%,45%)"/>'
+        '<text x="32" y="43" font-family="sans-serif" font-size="30" font-weight="700" '
+        f'fill="#fff" text-anchor="middle">{letter}</text></svg>'
+    ).encode()
+
+
+def icons(documents: dict[str, bytes]) -> dict[str, bytes]:
+    """Icon paths (on the devnet's HTTP server) and their SVGs, for every served registry
+    document that names an icon there."""
+    out: dict[str, bytes] = {}
+    for body in documents.values():
+        try:
+            doc = json.loads(body)
+            identities = doc["identities"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(identities, dict):
+            continue
+        for category, history in identities.items():
+            if not isinstance(history, dict):
+                continue
+            for snapshot in history.values():
+                uri = snapshot.get("uris", {}).get("icon") if isinstance(snapshot, dict) else None
+                symbol = snapshot.get("token", {}).get("symbol", "") if uri else ""
+                if isinstance(uri, str) and uri.startswith("http"):
+                    out[urlsplit(uri).path] = icon_svg(str(category), str(symbol))
+    return out
 
 
 def publication_locking(digest: bytes, uris: list[str], encoding: HashEncoding) -> bytes:

@@ -96,7 +96,7 @@ async def test_ladle_rest_process(world: World) -> None:
             r = await client.get("/dex/contract/count")
             assert r.status_code == 200
             assert r.json()["active"] == len(world.oracle.utxos_live_at())
-            docs = await client.get("/docs")
+            docs = await client.get("/docs/endpoints")
             assert "GET /dex/volume" in docs.text
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
