@@ -101,6 +101,7 @@ async def test_a_mempool_trade_moves_the_pool_listings(
             assert first is not None
             token, owner = first.token_id, first.owner_pkh.hex()
             url = f"/tokenpool/pool/active?token={token}"
+            lineages = {p["pool_id"] for p in (await get(client, url))["active"]}
             await wait_until(lambda: run.snapshot.is_pending(tx.txid), what="the pending trade")
 
             # No new block: the mempool change alone changes the answer and its ETag.
@@ -116,6 +117,9 @@ async def test_a_mempool_trade_moves_the_pool_listings(
             shown = {(p["txid"], p["tx_pos"]) for p in active}
             assert not shown & {(op.txid_hex, op.index) for op in spent}
             assert any(p["txid"] == tx.txid_hex for p in active)
+            # A trade moves pools along their lineages: the same pool ids, each with a
+            # history that ends at the pool's current outpoint.
+            assert {p["pool_id"] for p in active} == lineages
             await agree(client, run.snapshot, token, owner)
 
             # Mined: the same pools, now confirmed; the listings still agree.
