@@ -27,6 +27,7 @@ from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.registry_fetch import FetchConfig, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
+from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
 
@@ -150,8 +151,6 @@ def up_config(ctx: UpContext, db: str) -> IndexerConfig:
     mainnet feeds and deployments plus the devnet's own (its oracle feed, its lending
     deployment); registries fetched from the devnet's HTTP server (its IPFS gateway) and from
     the `--registry-source` lists."""
-    from devnet.scenario.indexing import feed_configs, lending_configs
-
     assert ctx.devnet is not None
     urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
     feeds = list(mainnet_feeds().feeds)
