@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broadcast.app import create_app
 from broadcast.config import (
@@ -23,11 +23,9 @@ from broadcast.config import (
     make_config,
 )
 from broadcast.service import BroadcastService
-from rest.command import run_service
-from rest.server import RunningServer, serve_until_signal, start_app
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.command import run_service
+from runtime.component import Started, UpContext
+from runtime.serve import RunningServer, serve_until_signal, start_app
 
 DEFAULT_PORT = 8001
 
@@ -143,8 +141,6 @@ def add_up_options(parser: argparse.ArgumentParser) -> None:
 
 async def start_in_up(ctx: UpContext) -> Started | None:
     """`ladle up`'s start function: the service in front of every devnet node."""
-    from ladle.up import Started
-
     if ctx.devnet is None:
         return None
     args = ctx.args

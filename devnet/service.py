@@ -13,7 +13,7 @@ from devnet.electrum.server import ElectrumServer
 from devnet.network import MINER_SEED, Network
 from devnet.node import Node
 from devnet.verifier import AsyncLibauthVerifier
-from ladle.lifecycle import Service
+from runtime.lifecycle import Service
 
 PORT_STEP = 10
 

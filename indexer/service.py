@@ -17,7 +17,6 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from indexer.decoders import create_decoders
 from indexer.electrum import ElectrumClient, ServerAddress, ssl_context
@@ -30,9 +29,7 @@ from indexer.store import Store, open_writer
 from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.component import Started, UpContext
 
 log = logging.getLogger("indexer.service")
 
@@ -155,12 +152,12 @@ def up_config(ctx: UpContext, db: str) -> IndexerConfig:
     urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
     feeds = list(mainnet_feeds().feeds)
     lending = [LendingConfig()]
-    scenario = ctx.devnet.scenario
-    if scenario is not None:
-        feeds += feed_configs(scenario.ledger)
-        lending += lending_configs(scenario.ledger)
+    ledger = ctx.devnet.ledger
+    if ledger is not None:
+        feeds += feed_configs(ledger)
+        lending += lending_configs(ledger)
     args = ctx.args
-    gateway = getattr(args, "ipfs_gateway", None) or f"{ctx.devnet.http.url}/ipfs/"
+    gateway = getattr(args, "ipfs_gateway", None) or f"{ctx.devnet.http_url}/ipfs/"
     sources = tuple(getattr(args, "registry_source", None) or ())
     return IndexerConfig(
         electrum=urls,
@@ -179,8 +176,6 @@ async def start_indexer(ctx: UpContext) -> Started | None:
     and the first registry fetch round are done. Shares `ctx.snapshot` when the context has one
     (for the router); the database is `ctx.args.index_db` if set, else a temporary file removed
     on stop."""
-    from ladle.up import Started
-
     if ctx.devnet is None:
         return None
     chosen = getattr(ctx.args, "index_db", None)

@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rest.command import run_service
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
+from runtime.command import run_service
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

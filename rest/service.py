@@ -4,15 +4,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rest.app import create_app
 from rest.config import DEFAULT_PORT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
-from rest.server import RunningServer, serve_until_signal, start_app
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.component import Started, UpContext
+from runtime.serve import RunningServer, serve_until_signal, start_app
 
 
 async def start_server(
@@ -44,8 +40,6 @@ async def start_in_up(ctx: UpContext) -> Started | None:
     which it needs: without one it adds nothing). The devnet's node 0 is the chain tip source,
     so "synced" is exact. Port: `--rest-port` if the command has it, else 0 when `--ports 0`,
     else 8000."""
-    from ladle.up import Started
-
     indexer = ctx.started.get("indexer")
     if indexer is None:
         return None
@@ -59,10 +53,10 @@ async def start_in_up(ctx: UpContext) -> Started | None:
         port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
     chain_tip = None
     if ctx.devnet is not None:
-        node = ctx.devnet.devnet.nodes[0]
+        devnet = ctx.devnet
 
         async def devnet_tip() -> int | None:
-            return node.height
+            return devnet.tip_height()
 
         chain_tip = devnet_tip
     # The devnet's own BCH/USD feed (which the indexer decodes) behind the USD figures.

@@ -164,7 +164,7 @@ async def test_ladle_broadcast_command(net: Devnet, tmp_path: Path) -> None:
 async def test_ladle_up_component(net: Devnet) -> None:
     from broadcast.cli import start_in_up
     from devnet.cli import LaunchedDevnet
-    from ladle.up import UpContext
+    from runtime.component import UpContext
 
     ctx = UpContext(argparse.Namespace(ports=0, no_verify=True, host="127.0.0.1"))
     ctx.devnet = LaunchedDevnet(net, None, None)  # type: ignore[arg-type]  # no HTTP server here

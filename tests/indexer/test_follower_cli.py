@@ -17,7 +17,8 @@ from devnet.bcmr_http import DocumentServer
 from devnet.cli import LaunchedDevnet
 from indexer.cli import add_commands, cmd_index, config_from_args, main
 from indexer.service import IndexerConfig, start_indexer
-from ladle.up import UpContext, ready_line
+from ladle.up import ready_line
+from runtime.component import UpContext
 from tests.indexer.test_follower_support import SMALL, generate, urls
 
 

@@ -134,8 +134,8 @@ def test_command_line_options() -> None:
 
 
 async def test_ladle_up_component(world: World) -> None:
-    from ladle.up import Started, UpContext
     from rest.service import start_in_up
+    from runtime.component import Started, UpContext
 
     async def nothing() -> None:
         return None
