@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from bch.wallet import Wallet
 from devnet.bcmr_http import DocumentServer
-from devnet.verifier import AsyncLibauthVerifier
 from protocols.ledger import Ledger
+from verify.libauth import AsyncLibauthVerifier
 
 if TYPE_CHECKING:
     from devnet.scenario.generator import ScenarioResult
