@@ -29,9 +29,9 @@ from indexer.follow.logs import configure_logging, fields
 from indexer.registry_fetch import FetchConfig, OffchainSource
 from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_indexer
 from protocols.bcmr import DEFAULT_IPFS_GATEWAY
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+from protocols.lending.contracts import LendingConfig
+from protocols.oracle import mainnet_feeds
+from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 log = logging.getLogger("indexer")
 
@@ -167,9 +167,6 @@ def config_from_args(args: argparse.Namespace) -> IndexerConfig:
     feeds = load_feeds(args.feeds) if getattr(args, "feeds", None) else None
     lending = load_lending(args.lending) if getattr(args, "lending", None) else None
     if getattr(args, "devnet_ledger", None):
-        from protocols.lending.contracts import LendingConfig
-        from protocols.oracle import mainnet_feeds
-
         devnet_feeds, devnet_lending = load_devnet_ledger(args.devnet_ledger)
         feeds = (*(mainnet_feeds().feeds if feeds is None else feeds), *devnet_feeds)
         lending = (*((LendingConfig(),) if lending is None else lending), *devnet_lending)
