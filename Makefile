@@ -41,4 +41,5 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_bch.py
 
 clean:
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis \
+		.import_linter_cache .grimp_cache
