@@ -22,6 +22,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Collection
+from typing import Any
 
 import orjson
 
@@ -30,17 +31,17 @@ import indexer.service
 import rest.service
 import router.service
 from broadcast.cli import add_up_options
-from devnet.cli import add_devnet_options, launch
+from devnet.cli import LaunchConfig, add_devnet_options, launch, launch_config_from_args
 from indexer.cli import add_registry_arguments
 from indexer.snapshot import PoolSnapshot
-from runtime.component import Started, StartFn, UpContext
+from runtime.component import Component, Started, UpContext
 from runtime.usage import EXIT_USAGE
 
 READY = "LADLE_READY"
 
 
-async def start_devnet(ctx: UpContext) -> Started:
-    launched = await launch(ctx.args)
+async def start_devnet(ctx: UpContext, config: LaunchConfig) -> Started:
+    launched = await launch(config)
     ctx.devnet = launched
     if launched.scenario is not None:
         ctx.usd_feed = launched.scenario.ledger.oracle.category
@@ -52,30 +53,22 @@ async def start_devnet(ctx: UpContext) -> Started:
     )
 
 
-# Later issues register here, in start order: ("indexer", start_indexer), ("rest", …), …
-async def start_rest(ctx: UpContext) -> Started | None:
-    return await rest.service.start_in_up(ctx)
+def _no_config(args: argparse.Namespace) -> None:
+    """The router reads `ctx.args` until it has a configuration of its own."""
 
 
-async def start_broadcast(ctx: UpContext) -> Started | None:
-    return await broadcast.cli.start_in_up(ctx)
-
-
-async def start_indexer(ctx: UpContext) -> Started | None:
-    return await indexer.service.start_indexer(ctx)
-
-
-async def start_router(ctx: UpContext) -> Started | None:
+async def start_router(ctx: UpContext, config: None) -> Started | None:
     """The router shares the indexer's process and `ctx.snapshot` (so it starts after it)."""
     return await router.service.start_router_component(ctx)
 
 
-COMPONENTS: list[tuple[str, StartFn]] = [
-    ("devnet", start_devnet),
-    ("indexer", start_indexer),
-    ("rest", start_rest),
-    ("router", start_router),
-    ("broadcast", start_broadcast),
+# In start order; every configuration is built (and checked) before the first start.
+COMPONENTS: list[Component[Any]] = [
+    Component("devnet", launch_config_from_args, start_devnet),
+    Component("indexer", indexer.service.up_config_from_args, indexer.service.start_indexer),
+    Component("rest", rest.service.up_config_from_args, rest.service.start_in_up),
+    Component("router", _no_config, start_router),
+    Component("broadcast", broadcast.cli.up_config_from_args, broadcast.cli.start_in_up),
 ]
 
 
@@ -112,6 +105,12 @@ def run_components(args: argparse.Namespace, *, only: Collection[str] | None = N
 
 
 async def _serve(args: argparse.Namespace, only: Collection[str] | None) -> int:
+    chosen = [c for c in COMPONENTS if only is None or c.name in only]
+    try:  # every option is checked before anything starts: a bad one is exit 2 at once
+        configs = [(c, c.from_args(args)) for c in chosen]
+    except ValueError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -121,13 +120,11 @@ async def _serve(args: argparse.Namespace, only: Collection[str] | None) -> int:
     started: list[Started] = []
 
     async def start_all() -> None:
-        for name, start in COMPONENTS:
-            if only is not None and name not in only:
-                continue
-            component = await start(ctx)
-            if component is not None:
-                started.append(component)
-                ctx.started[name] = component
+        for component, config in configs:
+            running = await component.start(ctx, config)
+            if running is not None:
+                started.append(running)
+                ctx.started[component.name] = running
 
     startup = asyncio.create_task(start_all())
     waiter = asyncio.create_task(stopping.wait())

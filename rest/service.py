@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
+
 from rest.app import create_app
 from rest.config import DEFAULT_PORT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
@@ -35,11 +38,26 @@ async def serve(config: RestConfig, host: str, port: int) -> None:
     )
 
 
-async def start_in_up(ctx: UpContext) -> Started | None:
+@dataclass(frozen=True, slots=True)
+class UpConfig:
+    """`ladle up`'s data API options."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port
+
+
+def up_config_from_args(args: argparse.Namespace) -> UpConfig:
+    """`--rest-port` if given, else 0 when `--ports 0`, else 8000; the devnet's `--host`."""
+    port = args.rest_port
+    if port is None:
+        port = 0 if args.ports == 0 else DEFAULT_PORT
+    return UpConfig(host=args.host, port=port)
+
+
+async def start_in_up(ctx: UpContext, options: UpConfig) -> Started | None:
     """`ladle up`'s start function: the API over the indexer's database (after the indexer,
     which it needs: without one it adds nothing). The devnet's node 0 is the chain tip source,
-    so "synced" is exact. Port: `--rest-port` if the command has it, else 0 when `--ports 0`,
-    else 8000."""
+    so "synced" is exact."""
     indexer = ctx.started.get("indexer")
     if indexer is None:
         return None
@@ -47,10 +65,6 @@ async def start_in_up(ctx: UpContext) -> Started | None:
     db = info.get("db") if isinstance(info, dict) else None
     if not isinstance(db, str):
         return None
-    args = ctx.args
-    port = getattr(args, "rest_port", None)
-    if port is None:
-        port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
     chain_tip = None
     if ctx.devnet is not None:
         devnet = ctx.devnet
@@ -60,9 +74,9 @@ async def start_in_up(ctx: UpContext) -> Started | None:
 
         chain_tip = devnet_tip
     # The devnet's own BCH/USD feed (which the indexer decodes) behind the USD figures.
-    usd_feed = getattr(ctx, "usd_feed", None) or MAINNET_USD_FEED
+    usd_feed = ctx.usd_feed or MAINNET_USD_FEED
     config = RestConfig(db_path=db, chain_tip=chain_tip, usd_feed=usd_feed)
-    running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
+    running = await start_server(config, host=options.host, port=options.port)
     return Started(
         "rest",
         {"rest": running.url},

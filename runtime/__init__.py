@@ -5,7 +5,7 @@ It sits below every service (indexer, router, rest, broadcast) and the devnet, a
 of them, so that they meet here instead of in the composition root (`ladle.up`).
 """
 
-from runtime.component import DevnetView, Started, StartFn, UpContext
+from runtime.component import Component, DevnetView, Started, StartFn, UpContext
 from runtime.lifecycle import Closing, Service
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE, UsageError
 
@@ -13,6 +13,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "Closing",
+    "Component",
     "DevnetView",
     "Service",
     "StartFn",

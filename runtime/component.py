@@ -1,5 +1,9 @@
 """What every `ladle up` component shares: the context it starts in and what it hands back.
 
+A component is its `Component` entry: `from_args` turns the command line into the component's
+own configuration (ValueError names a bad option), so that `ladle up` checks every one before it
+starts anything and no Namespace reaches a component's `start`.
+
 They live below the components so that a component's `start` depends on these types only, never
 on the composition root (`ladle.up`) that calls it, nor on the devnet it may run beside:
 `DevnetView` is the part of a running devnet the components read (`devnet.cli.LaunchedDevnet`
@@ -11,13 +15,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from bch.wallet import Wallet
     from protocols.ledger import Ledger
 
-__all__ = ["DevnetView", "StartFn", "Started", "UpContext"]
+__all__ = ["Component", "DevnetView", "StartFn", "Started", "UpContext"]
+
+ConfigT = TypeVar("ConfigT")
 
 
 class DevnetView(Protocol):
@@ -54,6 +60,7 @@ class Started:
 
 @dataclass(slots=True)
 class UpContext:
+    # The command line, for the router alone until it has its own `Component` configuration.
     args: argparse.Namespace
     started: dict[str, Started] = field(default_factory=dict)
     devnet: DevnetView | None = None  # what later components connect to
@@ -64,3 +71,13 @@ class UpContext:
 
 
 StartFn = Callable[[UpContext], Awaitable[Started | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Component(Generic[ConfigT]):
+    """One `ladle up` component: its configuration from the command line, then its start (None:
+    nothing to start, e.g. no devnet to index)."""
+
+    name: str
+    from_args: Callable[[argparse.Namespace], ConfigT]  # ValueError names the bad option
+    start: Callable[[UpContext, ConfigT], Awaitable[Started | None]]

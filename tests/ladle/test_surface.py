@@ -77,6 +77,7 @@ SURFACES: dict[str, list[str] | None] = {
     ],
     "runtime": [
         "Closing",
+        "Component",
         "DevnetView",
         "EXIT_FAILURE",
         "EXIT_USAGE",
