@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from indexer.cli import add_index_arguments, config_from_args
-from indexer.follow.logs import configure_logging
 from indexer.service import run_indexer
 from indexer.snapshot import PoolSnapshot
 from router.build import build
@@ -33,6 +32,7 @@ from router.params import DEFAULT_FEE_BPS, RouterConfig, parse_build_params, par
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 from router.service import DEFAULT_PORT, start_router
+from runtime.logs import configure_logging
 from runtime.usage import EXIT_USAGE
 
 EXIT_ROUTING = 1
