@@ -24,6 +24,7 @@ $(NODE_STAMP): package.json package-lock.json
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy .
@@ -54,4 +55,5 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench_bch.py
 
 clean:
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis \
+		.import_linter_cache .grimp_cache

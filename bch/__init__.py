@@ -2,3 +2,6 @@
 
 Pure functions and immutable values only; nothing here performs I/O.
 """
+
+# Nothing is re-exported: the modules are the public surface (imported by their full name).
+__all__: list[str] = []

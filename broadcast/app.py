@@ -35,7 +35,7 @@ from broadcast.errors import (
 )
 from broadcast.request import JSON_TYPE, check_content_type, check_txid, parse_request
 from broadcast.service import BroadcastService
-from rest.catchall import CatchAll
+from runtime.catchall import CatchAll
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ Inside `ladle up` it fans out to every devnet node (`start_in_up`, options `add_
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 from broadcast.app import create_app
 from broadcast.config import (
@@ -23,11 +23,9 @@ from broadcast.config import (
     make_config,
 )
 from broadcast.service import BroadcastService
-from rest.command import run_service
-from rest.server import RunningServer, serve_until_signal, start_app
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.command import run_service
+from runtime.component import Started, UpContext
+from runtime.serve import RunningServer, serve_until_signal, start_app
 
 DEFAULT_PORT = 8001
 
@@ -141,23 +139,37 @@ def add_up_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def start_in_up(ctx: UpContext) -> Started | None:
-    """`ladle up`'s start function: the service in front of every devnet node."""
-    from ladle.up import Started
+@dataclass(frozen=True, slots=True)
+class UpConfig:
+    """`ladle up`'s broadcast options (the nodes are the devnet's)."""
 
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port
+    db_path: str = ":memory:"
+    verify_scripts: bool = True
+
+
+def up_config_from_args(args: argparse.Namespace) -> UpConfig:
+    """`--broadcast-port` if given, else 0 when `--ports 0`, else 8001; `--broadcast-db` (default
+    in memory); the devnet's `--host` and `--no-verify`."""
+    port = args.broadcast_port
+    if port is None:
+        port = 0 if args.ports == 0 else DEFAULT_PORT
+    return UpConfig(
+        host=args.host,
+        port=port,
+        db_path=args.broadcast_db or ":memory:",
+        verify_scripts=not args.no_verify,
+    )
+
+
+async def start_in_up(ctx: UpContext, options: UpConfig) -> Started | None:
+    """`ladle up`'s start function: the service in front of every devnet node."""
     if ctx.devnet is None:
         return None
-    args = ctx.args
     urls = [str(e["tcp"]) for e in ctx.devnet.electrum()]
-    port = getattr(args, "broadcast_port", None)
-    if port is None:
-        port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
-    config = make_config(
-        urls,
-        db_path=getattr(args, "broadcast_db", None) or ":memory:",
-        verify_scripts=not getattr(args, "no_verify", False),
-    )
-    running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
+    config = make_config(urls, db_path=options.db_path, verify_scripts=options.verify_scripts)
+    running = await start_server(config, host=options.host, port=options.port)
     return Started(
         "broadcast",
         {"broadcast": running.url},

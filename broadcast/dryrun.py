@@ -16,7 +16,7 @@ from bch import policy
 from bch.tx import SEQUENCE_FINAL, Transaction, TxOutput
 from broadcast.spent import ChainTip, ChainView, SpentOutput
 from broadcast.verdicts import Reason, classify_message
-from devnet.verifier import AsyncLibauthVerifier, VerifierUnavailable
+from verify.libauth import AsyncLibauthVerifier, VerifierUnavailable
 
 CHECKS = (
     "decoding",

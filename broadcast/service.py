@@ -43,7 +43,7 @@ from broadcast.spent import (
 )
 from broadcast.status import Status
 from broadcast.verdicts import Reason, node_message
-from devnet.verifier import AsyncLibauthVerifier
+from verify.libauth import AsyncLibauthVerifier
 
 log = logging.getLogger(__name__)
 

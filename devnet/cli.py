@@ -1,20 +1,25 @@
 """`ladle devnet`: run a local network, lay down a scenario's history, serve it.
 
 `add_devnet_options` is shared with `ladle up` (which starts the devnet first); `launch` does
-the work and returns a `LaunchedDevnet` that knows its endpoints and how to stop. Heavy imports
-stay inside functions so that `ladle --help` and `ladle tx decode` start fast.
+the work and returns a `LaunchedDevnet` that knows its endpoints and how to stop (and is the
+`runtime.DevnetView` the other components read). The network and the scenario generator load
+inside `launch` (about 0.2 s of imports), so that `ladle --help` and `ladle tx decode` start
+fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from bch.wallet import Wallet
+from devnet.bcmr_http import DocumentServer
+from protocols.ledger import Ledger
+from verify.libauth import AsyncLibauthVerifier
 
 if TYPE_CHECKING:
-    from bch.wallet import Wallet
-    from devnet.bcmr_http import DocumentServer
     from devnet.scenario.generator import ScenarioResult
     from devnet.service import Devnet
 
@@ -23,6 +28,43 @@ WS_OFFSET = 2
 HTTP_OFFSET = 4
 PREMINE = 110
 PREMINE_SPACING = 600
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchConfig:
+    """The devnet's options (`add_devnet_options`; the fields are the options' names), checked
+    on construction: ValueError names a bad one."""
+
+    nodes: int = 1
+    ports: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    no_verify: bool = False
+    no_rostrum: bool = False
+    delay: float = 0.0
+    mine_every: float = 0.0
+    preset: str = "default"
+    no_scenario: bool = False
+    no_lending: bool = False
+    seed: int | None = None
+    days: int | None = None
+    block_interval: int | None = None
+    pools: int | None = None
+    tokens: int | None = None
+    trades_per_day: int | None = None
+    payments_per_day: int | None = None
+    start_time: int | None = None
+    verify_scenario: bool = False
+    ledger: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError("--nodes must be at least 1")
+        if self.verify_scenario and self.no_verify:
+            raise ValueError("--verify-scenario needs script verification: drop --no-verify")
+
+
+def launch_config_from_args(args: argparse.Namespace) -> LaunchConfig:
+    return LaunchConfig(**{f.name: getattr(args, f.name) for f in fields(LaunchConfig)})
 
 
 def add_devnet_options(parser: argparse.ArgumentParser) -> None:
@@ -86,25 +128,6 @@ def add_devnet_options(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--ledger", metavar="PATH", help="write the scenario's ledger (JSON) here")
 
 
-def add_commands(subparsers: Any) -> None:
-    """Register `ladle devnet` on the `ladle` command's subparsers."""
-    parser = subparsers.add_parser(
-        "devnet",
-        help="run a local Bitcoin Cash network with a Cauldron history",
-        description="Run a local network speaking the Electrum Cash protocol, generate a "
-        "deterministic Cauldron history, print its endpoints and test wallets, then serve "
-        "until SIGINT/SIGTERM. Prints the same LADLE_READY line as `ladle up`.",
-    )
-    add_devnet_options(parser)
-    parser.set_defaults(func=cmd_devnet)
-
-
-def cmd_devnet(args: argparse.Namespace) -> int:
-    from ladle.up import run_components
-
-    return run_components(args, only=("devnet",))
-
-
 @dataclass(slots=True)
 class LaunchedDevnet:
     devnet: Devnet
@@ -115,9 +138,18 @@ class LaunchedDevnet:
     def router_fee_wallet(self) -> Wallet:
         """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's
         own wallets, so a client or test can find, and spend, the fees it was paid."""
-        from bch.wallet import Wallet
-
         return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee")
+
+    @property
+    def ledger(self) -> Ledger | None:
+        return None if self.scenario is None else self.scenario.ledger
+
+    @property
+    def http_url(self) -> str:
+        return self.http.url
+
+    def tip_height(self) -> int:
+        return self.devnet.nodes[0].height
 
     def electrum(self) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []
@@ -198,61 +230,56 @@ class LaunchedDevnet:
         await self.devnet.stop()
 
 
-def _history_start(args: argparse.Namespace, days: int) -> int:
-    if args.start_time is not None:
-        return int(args.start_time)
+def _history_start(config: LaunchConfig, days: int) -> int:
+    if config.start_time is not None:
+        return int(config.start_time)
     hour = int(time.time()) // 3600 * 3600
     return hour - days * 86_400
 
 
-async def launch(args: argparse.Namespace) -> LaunchedDevnet:
+async def launch(config: LaunchConfig) -> LaunchedDevnet:
     """Start the network and the HTTP server, generate the scenario, publish its documents."""
-    from devnet.bcmr_http import DocumentServer
+    # Heavy (the network, the generator: ~0.2 s) and needed by `ladle devnet`/`ladle up` only.
     from devnet.scenario.generator import ScenarioGenerator
     from devnet.scenario.lending import LendingExtension
     from devnet.scenario.params import PRESETS
     from devnet.scenario.registry import icons
     from devnet.service import Devnet, DevnetConfig
-    from devnet.verifier import AsyncLibauthVerifier
 
-    if args.nodes < 1:
-        raise ValueError("--nodes must be at least 1")
-    if args.verify_scenario and args.no_verify:
-        raise ValueError("--verify-scenario needs script verification: drop --no-verify")
-    base = args.ports
-    http = DocumentServer(args.host, base + HTTP_OFFSET if base else 0)
+    base = config.ports
+    http = DocumentServer(config.host, base + HTTP_OFFSET if base else 0)
     await http.start()
-    params = PRESETS[args.preset].replace(
-        seed=args.seed,
-        days=args.days,
-        block_interval=args.block_interval,
-        pools=args.pools,
-        tokens=args.tokens,
-        trades_per_day=args.trades_per_day,
-        payments_per_day=args.payments_per_day,
-        verify=args.verify_scenario or None,
+    params = PRESETS[config.preset].replace(
+        seed=config.seed,
+        days=config.days,
+        block_interval=config.block_interval,
+        pools=config.pools,
+        tokens=config.tokens,
+        trades_per_day=config.trades_per_day,
+        payments_per_day=config.payments_per_day,
+        verify=config.verify_scenario or None,
         http_base=http.url,
     )
-    start = _history_start(args, params.days)
-    config = DevnetConfig(
-        nodes=args.nodes,
-        host=args.host,
+    start = _history_start(config, params.days)
+    network = DevnetConfig(
+        nodes=config.nodes,
+        host=config.host,
         tcp_base=base,
         ws_base=base + WS_OFFSET if base else 0,
-        delay=args.delay,
-        verify=not args.no_verify,
-        rostrum=not args.no_rostrum,
+        delay=config.delay,
+        verify=not config.no_verify,
+        rostrum=not config.no_rostrum,
         premine=PREMINE,
         block_spacing=PREMINE_SPACING,
         clock_start=start - PREMINE * PREMINE_SPACING,
     )
-    verifier = AsyncLibauthVerifier() if config.verify else None
-    devnet = Devnet(config, verifier=verifier)
+    verifier = AsyncLibauthVerifier() if network.verify else None
+    devnet = Devnet(network, verifier=verifier)
     try:
         await devnet.start()
         result = None
-        if not args.no_scenario:
-            extensions = () if args.no_lending else (LendingExtension(),)
+        if not config.no_scenario:
+            extensions = () if config.no_lending else (LendingExtension(),)
             result = await ScenarioGenerator(devnet, params, extensions=extensions).run()
             for path, body in result.documents.items():
                 http.publish(path, body)
@@ -260,11 +287,11 @@ async def launch(args: argparse.Namespace) -> LaunchedDevnet:
                 http.publish(path, body, "image/svg+xml")
             ledger = result.ledger.dumps(indent=True)
             http.publish("/ledger.json", ledger)
-            if args.ledger:
-                with open(args.ledger, "wb") as fh:
+            if config.ledger:
+                with open(config.ledger, "wb") as fh:
                     fh.write(ledger)
-        if args.mine_every > 0:
-            devnet.network.start_mining(args.mine_every, spacing=max(1, int(args.mine_every)))
+        if config.mine_every > 0:
+            devnet.network.start_mining(config.mine_every, spacing=max(1, int(config.mine_every)))
     except BaseException:
         await http.close()
         await devnet.stop()

@@ -21,7 +21,7 @@ from devnet.blocks import BlockRecord, genesis_block
 from devnet.clock import SimClock
 from devnet.faucet import build_payment
 from devnet.node import Node
-from devnet.verifier import AsyncLibauthVerifier
+from verify.libauth import AsyncLibauthVerifier
 
 MINER_SEED = "ladle devnet miner"
 

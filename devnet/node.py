@@ -25,7 +25,7 @@ from devnet.blocks import (
 from devnet.chain import Chain, ChainError
 from devnet.clock import SimClock
 from devnet.mempool import Mempool, MempoolEntry
-from devnet.verifier import AsyncLibauthVerifier, VerifierUnavailable
+from verify.libauth import AsyncLibauthVerifier, VerifierUnavailable
 
 if TYPE_CHECKING:
     from devnet.network import Network

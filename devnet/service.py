@@ -12,8 +12,8 @@ from devnet.clock import DEFAULT_START, SimClock
 from devnet.electrum.server import ElectrumServer
 from devnet.network import MINER_SEED, Network
 from devnet.node import Node
-from devnet.verifier import AsyncLibauthVerifier
-from ladle.lifecycle import Service
+from runtime.lifecycle import Service
+from verify.libauth import AsyncLibauthVerifier
 
 PORT_STEP = 10
 

@@ -25,13 +25,13 @@ from indexer.config_files import load_devnet_ledger, load_feeds, load_lending, p
 from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL
-from indexer.follow.logs import configure_logging, fields
 from indexer.registry_fetch import FetchConfig, OffchainSource
 from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_indexer
 from protocols.bcmr import DEFAULT_IPFS_GATEWAY
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+from protocols.lending.contracts import LendingConfig
+from protocols.oracle import mainnet_feeds
+from runtime.logs import add_log_options, configure_logging, fields
+from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 log = logging.getLogger("indexer")
 
@@ -88,15 +88,7 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
         "--exit-at-tip", action="store_true", help="exit once synced instead of following"
     )
     parser.add_argument("--no-progress", action="store_true", help="no sync progress reports")
-    parser.add_argument(
-        "--log-format",
-        choices=("auto", "json", "text"),
-        default="auto",
-        help="log lines on stderr: auto = text on a terminal, JSON lines otherwise",
-    )
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
-    )
+    add_log_options(parser)
     g = parser.add_argument_group("protocols (default: the mainnet constants)")
     g.add_argument(
         "--feeds",
@@ -167,9 +159,6 @@ def config_from_args(args: argparse.Namespace) -> IndexerConfig:
     feeds = load_feeds(args.feeds) if getattr(args, "feeds", None) else None
     lending = load_lending(args.lending) if getattr(args, "lending", None) else None
     if getattr(args, "devnet_ledger", None):
-        from protocols.lending.contracts import LendingConfig
-        from protocols.oracle import mainnet_feeds
-
         devnet_feeds, devnet_lending = load_devnet_ledger(args.devnet_ledger)
         feeds = (*(mainnet_feeds().feeds if feeds is None else feeds), *devnet_feeds)
         lending = (*((LendingConfig(),) if lending is None else lending), *devnet_lending)

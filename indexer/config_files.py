@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from indexer.registry_fetch import OffchainSource
+from protocols.ledger import Ledger
+from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import VERSIONS, LendingConfig
 from protocols.oracle import FeedConfig, FeedTable
 
@@ -96,9 +98,6 @@ def load_devnet_ledger(
     path: str | Path,
 ) -> tuple[tuple[FeedConfig, ...], tuple[LendingConfig, ...]]:
     """The devnet's feed and lending deployments, from a scenario ledger file."""
-    from devnet.scenario.indexing import feed_configs, lending_configs
-    from devnet.scenario.ledger import Ledger
-
     obj = _read_json(path)
     try:
         ledger = Ledger.from_json(obj)

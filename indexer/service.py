@@ -10,6 +10,7 @@ with the mainnet constants as defaults; `ladle up` adds the devnet's feed and de
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -17,21 +18,19 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from indexer.decoders import create_decoders
 from indexer.electrum import ElectrumClient, ServerAddress, ssl_context
 from indexer.follow import DEFAULT_MEMPOOL_INTERVAL, Follower, Progress
 from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
-from indexer.registry_fetch import FetchConfig, RegistryFetcher
+from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
+from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.component import Started, UpContext
 
 log = logging.getLogger("indexer.service")
 
@@ -145,24 +144,40 @@ async def _fetch_registries(
         await conn.close()
 
 
-def up_config(ctx: UpContext, db: str) -> IndexerConfig:
+@dataclass(frozen=True, slots=True)
+class UpConfig:
+    """`ladle up`'s indexer options (the rest of its configuration is the devnet's)."""
+
+    db: str | None = None  # None: a temporary file, removed on stop
+    ipfs_gateway: str | None = None  # None: the devnet's HTTP server's
+    registry_sources: tuple[OffchainSource, ...] = ()
+    registry_fetch: bool = True
+
+
+def up_config_from_args(args: argparse.Namespace) -> UpConfig:
+    """`ladle up`'s indexer options (`indexer.cli.add_registry_arguments`)."""
+    return UpConfig(
+        ipfs_gateway=args.ipfs_gateway,
+        registry_sources=tuple(args.registry_source or ()),
+        registry_fetch=not args.no_registry_fetch,
+    )
+
+
+def up_config(ctx: UpContext, options: UpConfig, db: str) -> IndexerConfig:
     """`ladle up`'s indexer configuration: the devnet's nodes (failover in node order); the
     mainnet feeds and deployments plus the devnet's own (its oracle feed, its lending
     deployment); registries fetched from the devnet's HTTP server (its IPFS gateway) and from
     the `--registry-source` lists."""
-    from devnet.scenario.indexing import feed_configs, lending_configs
-
     assert ctx.devnet is not None
     urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
     feeds = list(mainnet_feeds().feeds)
     lending = [LendingConfig()]
-    scenario = ctx.devnet.scenario
-    if scenario is not None:
-        feeds += feed_configs(scenario.ledger)
-        lending += lending_configs(scenario.ledger)
-    args = ctx.args
-    gateway = getattr(args, "ipfs_gateway", None) or f"{ctx.devnet.http.url}/ipfs/"
-    sources = tuple(getattr(args, "registry_source", None) or ())
+    ledger = ctx.devnet.ledger
+    if ledger is not None:
+        feeds += feed_configs(ledger)
+        lending += lending_configs(ledger)
+    gateway = options.ipfs_gateway or f"{ctx.devnet.http_url}/ipfs/"
+    sources = options.registry_sources
     return IndexerConfig(
         electrum=urls,
         db=db,
@@ -170,26 +185,23 @@ def up_config(ctx: UpContext, db: str) -> IndexerConfig:
         progress=False,
         feeds=tuple(feeds),
         lending=tuple(lending),
-        registry_fetch=not getattr(args, "no_registry_fetch", False),
+        registry_fetch=options.registry_fetch,
         fetch=FetchConfig(ipfs_gateway=gateway, offchain=sources),
     )
 
 
-async def start_indexer(ctx: UpContext) -> Started | None:
+async def start_indexer(ctx: UpContext, options: UpConfig) -> Started | None:
     """`ladle up`'s indexer (`up_config`) into a fresh database; returns once the initial sync
     and the first registry fetch round are done. Shares `ctx.snapshot` when the context has one
-    (for the router); the database is `ctx.args.index_db` if set, else a temporary file removed
-    on stop."""
-    from ladle.up import Started
-
+    (for the router); the database is `options.db` if set, else a temporary file removed on
+    stop."""
     if ctx.devnet is None:
         return None
-    chosen = getattr(ctx.args, "index_db", None)
+    chosen = options.db
     scratch = None if chosen else tempfile.mkdtemp(prefix="ladle-index-")
     db = str(chosen) if chosen else str(Path(scratch or ".") / "index.sqlite")
-    shared = getattr(ctx, "snapshot", None)
-    snapshot = shared if isinstance(shared, PoolSnapshot) else PoolSnapshot()
-    config = up_config(ctx, db)
+    snapshot = ctx.snapshot if isinstance(ctx.snapshot, PoolSnapshot) else PoolSnapshot()
+    config = up_config(ctx, options, db)
     ready, fetched = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched))
 

@@ -8,18 +8,25 @@ on stderr and exit status 2, so scripts can tell a usage error (2) from a runtim
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input from the user: reported as one line on stderr with exit status 2."""
+import broadcast.cli
+import indexer.cli
+import rest.cli
+import router.cli
+from bch.encoding import DecodeError
+from bch.script import electrum_scripthash
+from bch.tx import Transaction
+from devnet.cli import add_devnet_options
+from ladle.txjson import transaction_json
+from ladle.up import add_arguments as add_up_arguments
+from ladle.up import cmd_devnet, cmd_up
+from protocols.cauldron import contract
+from runtime.usage import EXIT_USAGE, UsageError
 
 
 def _print_json(obj: Any) -> None:
@@ -33,10 +40,6 @@ def _read_hex_argument(value: str) -> str:
 
 
 def cmd_tx_decode(args: argparse.Namespace) -> int:
-    from bch.encoding import DecodeError
-    from bch.tx import Transaction
-    from ladle.txjson import transaction_json
-
     text = _read_hex_argument(args.hex)
     if not text:
         raise UsageError("no transaction hex given")
@@ -53,9 +56,6 @@ def cmd_tx_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_pool_address(args: argparse.Namespace) -> int:
-    from bch.script import electrum_scripthash
-    from protocols.cauldron import contract
-
     try:
         pkh = bytes.fromhex(args.pkh)
     except ValueError:
@@ -74,12 +74,6 @@ def cmd_pool_address(args: argparse.Namespace) -> int:
         }
     )
     return 0
-
-
-def cmd_up(args: argparse.Namespace) -> int:
-    from ladle.up import cmd_up as up
-
-    return up(args)
 
 
 def _prefix_option(parser: argparse.ArgumentParser) -> None:
@@ -111,10 +105,15 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix_option(address)
     address.set_defaults(func=cmd_pool_address)
 
-    from devnet.cli import add_commands as add_devnet_commands
-    from ladle.up import add_arguments as add_up_arguments
-
-    add_devnet_commands(sub)
+    devnet = sub.add_parser(
+        "devnet",
+        help="run a local Bitcoin Cash network with a Cauldron history",
+        description="Run a local network speaking the Electrum Cash protocol, generate a "
+        "deterministic Cauldron history, print its endpoints and test wallets, then serve "
+        "until SIGINT/SIGTERM. Prints the same LADLE_READY line as `ladle up`.",
+    )
+    add_devnet_options(devnet)
+    devnet.set_defaults(func=cmd_devnet)
     up = sub.add_parser(
         "up",
         help="start the devnet and every service",
@@ -127,13 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The service components; each module exposes `add_commands(subparsers)`.
-COMMAND_MODULES = ("indexer.cli", "rest.cli", "router.cli", "broadcast.cli")
+# The service components, in `ladle --help` order; each module exposes `add_commands(subparsers)`.
+COMMAND_MODULES = (indexer.cli, rest.cli, router.cli, broadcast.cli)
 
 
 def _add_component_commands(sub: Any) -> None:
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).add_commands(sub)
+    for module in COMMAND_MODULES:
+        module.add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

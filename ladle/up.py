@@ -1,8 +1,10 @@
 """`ladle up`: start the devnet and every ladle component that exists, then serve.
 
-Each component is one async start function registered in `COMPONENTS`, in start order; it gets
-the `UpContext` (the command line and what earlier components started, e.g. the devnet's
-Electrum endpoints for the indexer) and returns a `Started`: the keys it adds to the ready line,
+This module only composes: each component is one async start function registered in
+`COMPONENTS`, in start order; it gets the `runtime.UpContext` (the command line and what earlier
+components started, e.g. the devnet's Electrum endpoints for the indexer) and returns a
+`runtime.Started` (types below every component, so none imports this module): the keys it adds
+to the ready line,
 the lines a person reads, and how to stop it. When every component is serving, `ladle up` prints
 those lines, then exactly one machine-readable line
 
@@ -19,50 +21,27 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from devnet.cli import LaunchedDevnet
+import broadcast.cli
+import indexer.service
+import rest.service
+import router.service
+from broadcast.cli import add_up_options
+from devnet.cli import LaunchConfig, add_devnet_options, launch, launch_config_from_args
+from indexer.cli import add_registry_arguments
+from indexer.snapshot import PoolSnapshot
+from runtime.component import Component, Started, UpContext
+from runtime.usage import EXIT_USAGE
 
 READY = "LADLE_READY"
-EXIT_USAGE = 2
 
 
-@dataclass(slots=True)
-class Started:
-    name: str
-    ready: dict[str, object]  # merged into the LADLE_READY object
-    lines: list[str]  # printed for people before the ready line
-    stop: Callable[[], Awaitable[None]]
-
-
-@dataclass(slots=True)
-class UpContext:
-    args: argparse.Namespace
-    started: dict[str, Started] = field(default_factory=dict)
-    devnet: LaunchedDevnet | None = None  # what later components connect to
-    usd_feed: str | None = None  # the devnet's BCH/USD oracle feed category (display hex)
-    # The live pool snapshot the indexer writes and the router reads (one object, in-process).
-    snapshot: Any = field(default_factory=lambda: _new_snapshot())
-
-
-def _new_snapshot() -> Any:
-    from indexer.snapshot import PoolSnapshot
-
-    return PoolSnapshot()
-
-
-StartFn = Callable[[UpContext], Awaitable[Started | None]]
-
-
-async def start_devnet(ctx: UpContext) -> Started:
-    from devnet.cli import launch
-
-    launched = await launch(ctx.args)
+async def start_devnet(ctx: UpContext, config: LaunchConfig) -> Started:
+    launched = await launch(config)
     ctx.devnet = launched
     if launched.scenario is not None:
         ctx.usd_feed = launched.scenario.ledger.oracle.category
@@ -74,46 +53,26 @@ async def start_devnet(ctx: UpContext) -> Started:
     )
 
 
-# Later issues register here, in start order: ("indexer", start_indexer), ("rest", …), …
-async def start_rest(ctx: UpContext) -> Started | None:
-    from rest.service import start_in_up
-
-    return await start_in_up(ctx)
+def _no_config(args: argparse.Namespace) -> None:
+    """The router reads `ctx.args` until it has a configuration of its own."""
 
 
-async def start_broadcast(ctx: UpContext) -> Started | None:
-    from broadcast.cli import start_in_up
-
-    return await start_in_up(ctx)
-
-
-async def start_indexer(ctx: UpContext) -> Started | None:
-    from indexer.service import start_indexer as start
-
-    return await start(ctx)
-
-
-async def start_router(ctx: UpContext) -> Started | None:
+async def start_router(ctx: UpContext, config: None) -> Started | None:
     """The router shares the indexer's process and `ctx.snapshot` (so it starts after it)."""
-    from router.service import start_router_component
-
-    return await start_router_component(ctx)
+    return await router.service.start_router_component(ctx)
 
 
-COMPONENTS: list[tuple[str, StartFn]] = [
-    ("devnet", start_devnet),
-    ("indexer", start_indexer),
-    ("rest", start_rest),
-    ("router", start_router),
-    ("broadcast", start_broadcast),
+# In start order; every configuration is built (and checked) before the first start.
+COMPONENTS: list[Component[Any]] = [
+    Component("devnet", launch_config_from_args, start_devnet),
+    Component("indexer", indexer.service.up_config_from_args, indexer.service.start_indexer),
+    Component("rest", rest.service.up_config_from_args, rest.service.start_in_up),
+    Component("router", _no_config, start_router),
+    Component("broadcast", broadcast.cli.up_config_from_args, broadcast.cli.start_in_up),
 ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from broadcast.cli import add_up_options
-    from devnet.cli import add_devnet_options
-    from indexer.cli import add_registry_arguments
-
     add_devnet_options(parser)
     parser.add_argument(
         "--router-port",
@@ -135,28 +94,37 @@ def cmd_up(args: argparse.Namespace) -> int:
     return run_components(args)
 
 
+def cmd_devnet(args: argparse.Namespace) -> int:
+    """`ladle devnet`: `ladle up` with the devnet alone (the same ready line, the same stop)."""
+    return run_components(args, only=("devnet",))
+
+
 def run_components(args: argparse.Namespace, *, only: Collection[str] | None = None) -> int:
     """Start the components (all, or those named in `only`) and serve until a signal."""
     return asyncio.run(_serve(args, only))
 
 
 async def _serve(args: argparse.Namespace, only: Collection[str] | None) -> int:
+    chosen = [c for c in COMPONENTS if only is None or c.name in only]
+    try:  # every option is checked before anything starts: a bad one is exit 2 at once
+        configs = [(c, c.from_args(args)) for c in chosen]
+    except ValueError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, stopping.set)
-    ctx = UpContext(args)
+    ctx = UpContext(args, snapshot=PoolSnapshot())
     started: list[Started] = []
 
     async def start_all() -> None:
-        for name, start in COMPONENTS:
-            if only is not None and name not in only:
-                continue
-            component = await start(ctx)
-            if component is not None:
-                started.append(component)
-                ctx.started[name] = component
+        for component, config in configs:
+            running = await component.start(ctx, config)
+            if running is not None:
+                started.append(running)
+                ctx.started[component.name] = running
 
     startup = asyncio.create_task(start_all())
     waiter = asyncio.create_task(stopping.wait())

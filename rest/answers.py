@@ -11,7 +11,10 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from indexer.store.queries_lending import RATIO_BUCKETS
-from rest.routes.lending import V1_KINDS, V11_KINDS
+
+# The record kinds of each lending version (`/lending/history`'s `kind`).
+V1_KINDS = ("borrow", "repay", "redeem", "refinance", "add_collateral", "liquidation")
+V11_KINDS = (*V1_KINDS, "delegate", "accrue")
 
 Hex64 = Annotated[str, Meta(pattern="^[0-9a-f]{64}$")]
 Hex40 = Annotated[str, Meta(pattern="^[0-9a-f]{40}$")]

@@ -18,7 +18,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from rest.catchall import CatchAll
 from rest.config import RestConfig
 from rest.context import ApiContext
 from rest.errors import ApiError, internal_error, log, on_api_error, on_http_error
@@ -26,6 +25,7 @@ from rest.explorer import explorer_routes
 from rest.middleware import Edge
 from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
 from rest.warm import Warmer
+from runtime.catchall import CatchAll
 
 
 def all_routes(config: RestConfig) -> list[BaseRoute]:

@@ -13,9 +13,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rest.command import run_service
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
+from rest.service import serve
+from runtime.command import run_service
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,8 +119,6 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
 
 
 def cmd_rest(args: argparse.Namespace) -> int:
-    from rest.service import serve
-
     return run_service(args, config_from_args, serve)
 
 

@@ -4,15 +4,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import argparse
+from dataclasses import dataclass
 
 from rest.app import create_app
 from rest.config import DEFAULT_PORT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
-from rest.server import RunningServer, serve_until_signal, start_app
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.component import Started, UpContext
+from runtime.serve import RunningServer, serve_until_signal, start_app
 
 
 async def start_server(
@@ -39,13 +38,26 @@ async def serve(config: RestConfig, host: str, port: int) -> None:
     )
 
 
-async def start_in_up(ctx: UpContext) -> Started | None:
+@dataclass(frozen=True, slots=True)
+class UpConfig:
+    """`ladle up`'s data API options."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port
+
+
+def up_config_from_args(args: argparse.Namespace) -> UpConfig:
+    """`--rest-port` if given, else 0 when `--ports 0`, else 8000; the devnet's `--host`."""
+    port = args.rest_port
+    if port is None:
+        port = 0 if args.ports == 0 else DEFAULT_PORT
+    return UpConfig(host=args.host, port=port)
+
+
+async def start_in_up(ctx: UpContext, options: UpConfig) -> Started | None:
     """`ladle up`'s start function: the API over the indexer's database (after the indexer,
     which it needs: without one it adds nothing). The devnet's node 0 is the chain tip source,
-    so "synced" is exact. Port: `--rest-port` if the command has it, else 0 when `--ports 0`,
-    else 8000."""
-    from ladle.up import Started
-
+    so "synced" is exact."""
     indexer = ctx.started.get("indexer")
     if indexer is None:
         return None
@@ -53,24 +65,20 @@ async def start_in_up(ctx: UpContext) -> Started | None:
     db = info.get("db") if isinstance(info, dict) else None
     if not isinstance(db, str):
         return None
-    args = ctx.args
-    port = getattr(args, "rest_port", None)
-    if port is None:
-        port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
     chain_tip = None
     if ctx.devnet is not None:
-        node = ctx.devnet.devnet.nodes[0]
+        devnet = ctx.devnet
 
         async def devnet_tip() -> int | None:
-            return node.height
+            return devnet.tip_height()
 
         chain_tip = devnet_tip
     # The devnet's own BCH/USD feed (which the indexer decodes) behind the USD figures.
-    usd_feed = getattr(ctx, "usd_feed", None) or MAINNET_USD_FEED
+    usd_feed = ctx.usd_feed or MAINNET_USD_FEED
     config = RestConfig(
         db_path=db, chain_tip=chain_tip, usd_feed=usd_feed, explorer_env=lambda: up_env(ctx)
     )
-    running = await start_server(config, host=getattr(args, "host", "127.0.0.1"), port=port)
+    running = await start_server(config, host=options.host, port=options.port)
     return Started(
         "rest",
         {"rest": running.url},
@@ -92,7 +100,7 @@ def up_env(ctx: UpContext) -> dict[str, object]:
     indexer = ready.get("indexer")
     feeds = indexer.get("feeds") if isinstance(indexer, dict) else None
     # The devnet's own BCH/USD feed first: it is the one with a month of updates.
-    usd = getattr(ctx, "usd_feed", None)
+    usd = ctx.usd_feed
     ordered = [usd] if usd else []
     ordered += [f for f in feeds or [] if f != usd]
     return {

@@ -22,15 +22,21 @@ from typing import Any
 
 import orjson
 
+from indexer.cli import add_index_arguments, config_from_args
+from indexer.service import run_indexer
+from indexer.snapshot import PoolSnapshot
 from router.build import build
+from router.daemon import DaemonConfig
 from router.errors import RouterError
 from router.params import DEFAULT_FEE_BPS, RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
+from router.service import DEFAULT_PORT, start_router
+from runtime.logs import configure_logging
+from runtime.usage import EXIT_USAGE
 
 EXIT_ROUTING = 1
 READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
-EXIT_USAGE = 2
 
 
 class _UsageError(Exception):
@@ -182,12 +188,6 @@ def add_commands(subparsers: Any) -> None:
 
 
 async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
-    from indexer.cli import config_from_args
-    from indexer.service import run_indexer
-    from indexer.snapshot import PoolSnapshot
-    from router.daemon import DaemonConfig
-    from router.service import start_router
-
     limits = DaemonConfig(max_connections=args.max_connections, rate=args.rate)
     index_config = config_from_args(args)
     snapshot = PoolSnapshot()
@@ -232,9 +232,6 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
 
 def cmd_router(args: argparse.Namespace) -> int:
     """Serve the router over a live index of `--electrum` (database `--db`)."""
-    from indexer.cli import config_from_args
-    from indexer.follow.logs import configure_logging
-
     try:
         # The spec charges a router fee on every build; a daemon without a fee address would
         # silently charge none, so running fee-less must be asked for (`--fee-bps 0`).
@@ -266,10 +263,6 @@ def cmd_router(args: argparse.Namespace) -> int:
 
 
 def add_router_command(subparsers: Any) -> None:
-    from indexer.cli import add_index_arguments
-    from router.daemon import DaemonConfig
-    from router.service import DEFAULT_PORT
-
     defaults = DaemonConfig()
     parser = subparsers.add_parser(
         "router",

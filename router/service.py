@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import Server
 
@@ -14,9 +13,7 @@ from indexer.snapshot import PoolSnapshot
 from router.book import LiveBook
 from router.daemon import DaemonConfig, RouterDaemon
 from router.params import DEFAULT_FEE_BPS, RouterConfig
-
-if TYPE_CHECKING:
-    from ladle.up import Started, UpContext
+from runtime.component import Started, UpContext
 
 log = logging.getLogger("router.service")
 
@@ -70,8 +67,6 @@ async def start_router_component(ctx: UpContext) -> Started | None:
     (default 0: any free port, announced in LADLE_READY as "router"). The router fee is on, as
     the spec has it, paid to the devnet's fee wallet (token-aware: token→token fees are tokens)
     and announced as "router_fee": {"address", "bps"}."""
-    from ladle.up import Started
-
     snapshot = getattr(ctx, "snapshot", None)
     if not isinstance(snapshot, PoolSnapshot):
         return None

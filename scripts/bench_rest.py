@@ -597,7 +597,7 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
 
     from rest.app import create_app
     from rest.config import RestConfig
-    from rest.server import bind
+    from runtime.serve import bind
 
     async def bare_endpoint(request: Request) -> Response:
         return PlainTextResponse("ok")

@@ -14,7 +14,7 @@ from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-import devnet.control
+import devnet.electrum.control
 import devnet.electrum.methods  # noqa: F401  (registers the Electrum methods)
 from devnet.electrum.errors import INTERNAL_ERROR, RpcError
 from devnet.electrum.framing import (

@@ -7,8 +7,8 @@ from devnet.scenario.generator import (
     ScenarioGenerator,
     ScenarioResult,
 )
-from devnet.scenario.ledger import Ledger
 from devnet.scenario.params import PRESETS, ScenarioParams
+from protocols.ledger import Ledger
 
 __all__ = [
     "PRESETS",

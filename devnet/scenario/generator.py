@@ -34,7 +34,20 @@ from bch.wallet import Wallet
 from devnet.blocks import COIN, COINBASE_MATURITY
 from devnet.scenario.cast import TokenSpec, token_spec
 from devnet.scenario.coins import TOKEN_DUST, Book, Draft, InsufficientFunds, Purse, Spend
-from devnet.scenario.ledger import (
+from devnet.scenario.oracle import METADATA_SCALING, DelphiCommitment, GpMessage, gp_publication
+from devnet.scenario.params import ScenarioParams
+from devnet.scenario.pools import deposit, split_buy, split_sell
+from devnet.scenario.registry import HashEncoding, Publication, cid_v1_raw, registry_document
+from devnet.service import Devnet
+from protocols.cauldron.contract import (
+    owner_address,
+    pool_address,
+    pool_locking_bytecode,
+    redeem_script,
+    trade_unlocking,
+)
+from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, classify_change, lp_fee
+from protocols.ledger import (
     Amounts,
     BcmrEntry,
     ChainInfo,
@@ -55,19 +68,6 @@ from devnet.scenario.ledger import (
     TxKind,
     WalletEntry,
 )
-from devnet.scenario.oracle import METADATA_SCALING, DelphiCommitment, GpMessage, gp_publication
-from devnet.scenario.params import ScenarioParams
-from devnet.scenario.pools import deposit, split_buy, split_sell
-from devnet.scenario.registry import HashEncoding, Publication, cid_v1_raw, registry_document
-from devnet.service import Devnet
-from protocols.cauldron.contract import (
-    owner_address,
-    pool_address,
-    pool_locking_bytecode,
-    redeem_script,
-    trade_unlocking,
-)
-from protocols.cauldron.formulas import MIN_POOL_SATS, PoolState, classify_change, lp_fee
 
 LEDGER_VERSION = 1
 IDENTITY_SATS = 1_000  # the authchain's identity output

@@ -35,7 +35,8 @@ from bch.tx import OutPoint, Transaction, TxOutput, hash_to_hex
 from bch.wallet import Wallet
 from devnet.blocks import COIN
 from devnet.scenario.coins import TOKEN_DUST, Draft, Purse, Spend
-from devnet.scenario.ledger import TxKind
+from protocols.ledger import TxKind
+from protocols.ledger_deployments import LENDING_PART
 from protocols.lending import v1, v11
 from protocols.lending.contracts import (
     LendingConfig,
@@ -47,7 +48,6 @@ from protocols.lending.contracts import (
     p2nfth_redeem,
     pool_redeem,
 )
-from protocols.oracle import RATE_FEED_NAME, FeedConfig
 
 if TYPE_CHECKING:
     from devnet.scenario.generator import ScenarioGenerator
@@ -114,7 +114,7 @@ class Record:
 
 
 class LendingExtension:
-    name = "lending"
+    name = LENDING_PART
 
     def __init__(self) -> None:
         self.records: list[Record] = []
@@ -627,24 +627,3 @@ class LendingExtension:
             "records": placed,
             "active": sorted(self.loans),
         }
-
-
-def configs_from_ledger(part: Any) -> tuple[LendingConfig, ...]:
-    """The decoder configuration matching a ledger's lending part (a ledger written before the
-    scenario had a rate oracle names the price oracle in its place)."""
-    return tuple(
-        devnet_config(
-            c["version"],
-            part["stablecoin"],
-            part["price_oracle"],
-            part.get("rate_oracle", part["price_oracle"]),
-            part["agent"],
-        )
-        for c in part["configs"]
-    )
-
-
-def rate_feed(part: Any) -> FeedConfig | None:
-    """The oracle decoder's configuration of a ledger's rate oracle (None: an older ledger)."""
-    category = part.get("rate_oracle")
-    return None if category is None else FeedConfig(category, "rate", RATE_FEED_NAME)

@@ -53,7 +53,7 @@ from indexer.electrum.errors import (
 )
 from indexer.electrum.health import Backoff, ServerHealth
 from indexer.electrum.transport import MAX_MESSAGE
-from ladle.lifecycle import Service
+from runtime.lifecycle import Service
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from indexer.follow.chain import (
 )
 from indexer.follow.fetch import BlockPipeline, FetchedBlock, fetch_block
 from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL, Follower
-from indexer.follow.logs import configure_logging, fields
 from indexer.follow.mempool import MempoolFollower, pool_scripthashes
 from indexer.follow.progress import Progress
+from runtime.logs import configure_logging, fields
 
 __all__ = [
     "CASHTOKENS_HEIGHT",

@@ -50,10 +50,10 @@ from indexer.follow.fetch import (
     fetch_prevouts,
 )
 from indexer.follow.fetch_process import FetchProcess
-from indexer.follow.logs import fields
 from indexer.follow.progress import Progress
 from indexer.follow.settings import ClientSettings
 from indexer.store import AppliedBlock, ChainTip, Store
+from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 

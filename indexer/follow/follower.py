@@ -28,10 +28,10 @@ from indexer.follow.chain import (
     default_start_height,
 )
 from indexer.follow.fetch import DEFAULT_MAX_BYTES, DEFAULT_WINDOW
-from indexer.follow.logs import fields
 from indexer.follow.mempool import MempoolFollower
 from indexer.follow.progress import Progress
 from indexer.store import ChainError, Store
+from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 

@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from bch.tx import Transaction, hash_to_hex, hex_to_hash
 from indexer.decoders import matches
 from indexer.electrum import ElectrumClient, ElectrumError, ElectrumProtocolError, scripthash
-from indexer.follow.logs import fields
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from protocols.cauldron.contract import pool_locking_bytecode
+from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TextIO
 
-from indexer.follow.logs import fields
+from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 

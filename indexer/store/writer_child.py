@@ -28,7 +28,7 @@ def _single_thread_sqlite() -> bool:
     sync). Only possible before the first use of the library, hence before `import sqlite3`;
     where the library cannot be reached this way SQLite keeps its defaults (same results)."""
     try:
-        import ctypes
+        import ctypes  # optional (ImportError below); only this subprocess entry needs it
 
         lib = ctypes.CDLL("libsqlite3.so.0")
         multithread, memstatus = 2, 9  # SQLITE_CONFIG_MULTITHREAD, SQLITE_CONFIG_MEMSTATUS

@@ -24,9 +24,6 @@ from rest.db import Snapshot
 from rest.declare import Args, NoArgs
 from rest.routes.common import context
 
-V1_KINDS = ("borrow", "repay", "redeem", "refinance", "add_collateral", "liquidation")
-V11_KINDS = (*V1_KINDS, "delegate", "accrue")
-
 
 def price_feed(ctx: ApiContext) -> str | None:
     """The lending price oracle's category (display hex): the API's BCH/USD feed."""

@@ -162,13 +162,13 @@ async def test_ladle_broadcast_command(net: Devnet, tmp_path: Path) -> None:
 
 
 async def test_ladle_up_component(net: Devnet) -> None:
-    from broadcast.cli import start_in_up
+    from broadcast.cli import UpConfig, start_in_up
     from devnet.cli import LaunchedDevnet
-    from ladle.up import UpContext
+    from runtime.component import UpContext
 
-    ctx = UpContext(argparse.Namespace(ports=0, no_verify=True, host="127.0.0.1"))
+    ctx = UpContext(argparse.Namespace())
     ctx.devnet = LaunchedDevnet(net, None, None)  # type: ignore[arg-type]  # no HTTP server here
-    started = await start_in_up(ctx)
+    started = await start_in_up(ctx, UpConfig(host="127.0.0.1", port=0, verify_scripts=False))
     assert started is not None
     try:
         url = str(started.ready["broadcast"])

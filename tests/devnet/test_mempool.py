@@ -12,10 +12,10 @@ from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
 from devnet.service import Devnet
-from devnet.verifier import AsyncLibauthVerifier
 from tests.devnet.client import Client, ServerError
 from tests.devnet.conftest import config, connect
 from tests.devnet.helpers import Coin, fund, pay, scripthash, spend
+from verify.libauth import AsyncLibauthVerifier
 
 PREFIX = "the transaction was rejected by network rules.\n\n"
 ALICE = Wallet.from_seed("alice")

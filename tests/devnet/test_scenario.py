@@ -28,11 +28,11 @@ from bch.script import pushes
 from bch.tx import OutPoint, Transaction, TxOutput
 from devnet.scenario.coins import Draft
 from devnet.scenario.generator import ScenarioGenerator, ScenarioResult
-from devnet.scenario.ledger import Amounts, Ledger, PoolEvent
 from devnet.scenario.params import PRESETS, ScenarioParams
 from devnet.service import Devnet, DevnetConfig
 from protocols.cauldron.contract import pool_locking_bytecode
 from protocols.cauldron.detect import KnownOwners, detect, parse_summon, pool_spend_pkh
+from protocols.ledger import Amounts, Ledger, PoolEvent
 from tests.devnet.client import Client, ServerError
 from tests.devnet.helpers import scripthash
 

@@ -18,9 +18,7 @@ import pytest
 
 from bch.tx import OutPoint
 from devnet.scenario.generator import ScenarioGenerator
-from devnet.scenario.indexing import lending_configs
-from devnet.scenario.ledger import Ledger
-from devnet.scenario.lending import LendingExtension, configs_from_ledger, rate_feed
+from devnet.scenario.lending import LendingExtension
 from devnet.service import Devnet
 from indexer.cli import add_commands, config_from_args
 from indexer.decoders.base import BlockTx
@@ -48,6 +46,8 @@ from indexer.store.queries_lending import (
     state_history,
     stats,
 )
+from protocols.ledger import Ledger
+from protocols.ledger_deployments import configs_from_ledger, lending_configs, rate_feed
 from protocols.lending import LendingConfig, allowance_outputs, classify, loan_outputs, v1
 from protocols.lending.actions import state_outputs
 from protocols.lending.contracts import p2nfth_locking

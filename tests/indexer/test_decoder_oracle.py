@@ -19,7 +19,6 @@ from bch.keys import PrivateKey
 from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from devnet.scenario.generator import ScenarioGenerator
-from devnet.scenario.ledger import Ledger
 from devnet.service import Devnet
 from indexer.decoders.base import AnyDecoder, BlockTx
 from indexer.decoders.oracle import FeedUpdate, OracleDecoder, SignedMessage, decode_oracle_tx
@@ -27,6 +26,7 @@ from indexer.decoders.oracle.schema import MIGRATIONS
 from indexer.store import Store
 from indexer.store.queries_oracle import feed_closest, feed_history, latest_price
 from indexer.store.schema import CORE_MIGRATIONS, migrate
+from protocols.ledger import Ledger
 from protocols.oracle import FeedConfig, FeedTable, GpMessage, gp_publication
 from tests.devnet.test_scenario import SMALL, devnet_config
 

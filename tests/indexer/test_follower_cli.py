@@ -16,8 +16,9 @@ import pytest
 from devnet.bcmr_http import DocumentServer
 from devnet.cli import LaunchedDevnet
 from indexer.cli import add_commands, cmd_index, config_from_args, main
-from indexer.service import IndexerConfig, start_indexer
-from ladle.up import UpContext, ready_line
+from indexer.service import IndexerConfig, UpConfig, start_indexer
+from ladle.up import ready_line
+from runtime.component import UpContext
 from tests.indexer.test_follower_support import SMALL, generate, urls
 
 
@@ -113,7 +114,7 @@ async def test_ladle_up_component_syncs_before_it_is_ready() -> None:
     try:
         ctx = UpContext(argparse.Namespace())
         ctx.devnet = LaunchedDevnet(net, http, result)
-        started = await start_indexer(ctx)
+        started = await start_indexer(ctx, UpConfig())
         assert started is not None
         try:
             info = started.ready["indexer"]

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from devnet.scenario import Ledger
-from devnet.scenario.ledger import PoolEvent
 from indexer.store import queries
+from protocols.ledger import PoolEvent
 from tests.indexer.test_follower_support import SMALL, following, generate, urls
 
 VIA = {"summon": "summon", "withdraw_recreate": "withdraw_recreate", "no_marker": "known_owner"}

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from devnet.scenario import Ledger
-from devnet.scenario.ledger import PoolEvent
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
+from protocols.ledger import PoolEvent
 from tests.indexer.electrum_servers import client as electrum_client
 from tests.indexer.test_follower_support import SMALL, generate, make_follower, urls
 

@@ -28,10 +28,10 @@ from indexer.follow import (
     link_headers,
 )
 from indexer.follow.fetch import parse_checked_block
-from indexer.follow.logs import JsonLineFormatter, KeyValueFormatter, fields
 from indexer.follow.mempool import parents_first
 from indexer.follow.progress import Rates, RateWindow, format_duration, status_line
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot, SnapshotChange
+from runtime.logs import JsonLineFormatter, KeyValueFormatter, fields
 
 EASY_BITS = 0x207FFFFF  # regtest target: about every other hash meets it
 

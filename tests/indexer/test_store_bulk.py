@@ -12,10 +12,10 @@ import pytest
 
 from indexer.decoders import create_decoders
 from indexer.decoders.cauldron.schema import MIGRATIONS
-from indexer.follow.logs import record_fields
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Store, bulk, migrate
 from indexer.store.db import BULK_WAL_AUTOCHECKPOINT, WAL_AUTOCHECKPOINT, open_writer
+from runtime.logs import record_fields
 from tests.indexer.test_follower_ledger import check_against_ledger
 from tests.indexer.test_follower_support import SMALL, following, generate, urls
 from tests.indexer.test_store_batch import FailAt

@@ -21,7 +21,6 @@ from bch.sighash import SIGHASH_DEFAULT
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
-from devnet.verifier import LibauthVerifier, VerifyResult
 from protocols.cauldron.contract import pool_locking_bytecode, redeem_script, trade_unlocking
 from protocols.cauldron.formulas import (
     PoolState,
@@ -29,6 +28,7 @@ from protocols.cauldron.formulas import (
     buy_tokens_exact_out,
     is_valid_pool_transition,
 )
+from verify.libauth import LibauthVerifier, VerifyResult
 
 pytestmark = pytest.mark.node
 

@@ -19,14 +19,14 @@ import pytest
 from bch.hashes import hash160
 from bch.script import p2pkh_locking, p2sh20_locking, push_data, pushes
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
-from devnet.verifier import (
+from tests.conftest import load_vectors
+from verify.libauth import (
     SCRIPT,
     AsyncLibauthVerifier,
     LibauthVerifier,
     VerifierUnavailable,
     VerifyResult,
 )
-from tests.conftest import load_vectors
 
 pytestmark = pytest.mark.node
 

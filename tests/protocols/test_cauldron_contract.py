@@ -18,7 +18,6 @@ from bch.cashaddr import Address, AddressKind
 from bch.script import electrum_scripthash, pushes
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
-from devnet.verifier import LibauthVerifier
 from protocols.cauldron.contract import (
     REDEEM_PREFIX,
     REDEEM_SUFFIX,
@@ -36,6 +35,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
+from verify.libauth import LibauthVerifier
 
 PKH = bytes.fromhex("b034dc7821b2b25c38b5825cdc4af9e6ace02be7")
 ZERO_PKH = bytes(20)

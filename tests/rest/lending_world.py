@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
-from devnet.scenario.indexing import feed_configs
 from devnet.scenario.lending import LendingExtension
 from devnet.service import Devnet, DevnetConfig
 from indexer.decoders import create_decoders
@@ -23,6 +22,7 @@ from indexer.decoders.lending import LendingDecoder
 from indexer.decoders.oracle import OracleDecoder
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
+from protocols.ledger_deployments import feed_configs
 from protocols.oracle import FeedTable
 from rest.config import RestConfig
 from rest.tokens import StaticRegistry

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from devnet.scenario.ledger import Amounts, Ledger, PoolEntry, PoolEvent
+from protocols.ledger import Amounts, Ledger, PoolEntry, PoolEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,13 +21,13 @@ import httpx
 
 from devnet.bcmr_http import DocumentServer
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
-from devnet.scenario.ledger import TokenEntry
 from devnet.service import Devnet, DevnetConfig
 from indexer.decoders import create_decoders
 from indexer.decoders.oracle import OracleDecoder
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
+from protocols.ledger import TokenEntry
 from protocols.oracle import FeedConfig, FeedTable
 from rest.config import RestConfig
 from tests.rest.oracle import Block, Oracle

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from devnet.scenario.ledger import OracleUpdate
+from protocols.ledger import OracleUpdate
 from tests.rest.conftest import api_client
 from tests.rest.protocol_world import ProtocolWorld, error, get, protocol_world
 

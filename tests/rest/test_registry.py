@@ -17,10 +17,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from devnet.scenario.ledger import TokenEntry
 from indexer.registry_fetch import Download, FetchConfig, RegistryFetcher
 from indexer.store import open_writer
 from indexer.store.queries_registry import authchain
+from protocols.ledger import TokenEntry
 from rest.app import create_app
 from rest.config import RestConfig
 from rest.context import ApiContext

@@ -134,16 +134,17 @@ def test_command_line_options() -> None:
 
 
 async def test_ladle_up_component(world: World) -> None:
-    from ladle.up import Started, UpContext
-    from rest.service import start_in_up
+    from rest.service import UpConfig, start_in_up
+    from runtime.component import Started, UpContext
 
     async def nothing() -> None:
         return None
 
-    ctx = UpContext(argparse.Namespace(ports=0, host="127.0.0.1"))
-    assert await start_in_up(ctx) is None  # no indexer, no API
+    ctx = UpContext(argparse.Namespace())
+    options = UpConfig(host="127.0.0.1", port=0)
+    assert await start_in_up(ctx, options) is None  # no indexer, no API
     ctx.started["indexer"] = Started("indexer", {"indexer": {"db": str(world.db)}}, [], nothing)
-    started = await start_in_up(ctx)
+    started = await start_in_up(ctx, options)
     assert started is not None
     try:
         url = started.ready["rest"]

@@ -21,7 +21,6 @@ from bch.token import TokenData
 from bch.tx import Transaction, TxOutput
 from bch.wallet import Wallet
 from devnet.service import Devnet
-from devnet.verifier import LibauthVerifier, VerifyResult
 from indexer.electrum import ElectrumClient
 from indexer.service import IndexerConfig, run_indexer
 from indexer.snapshot import PoolSnapshot
@@ -29,6 +28,7 @@ from router.pools import BCH
 from router.service import RouterServer, start_router
 from tests.indexer.test_follower_support import SMALL, generate, urls, wait_until
 from tests.router.test_daemon_support import FEE, Client, client
+from verify.libauth import LibauthVerifier, VerifyResult
 
 pytestmark = pytest.mark.node
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from bch.policy import check_fee
 from bch.token import TokenData
 from bch.tx import Transaction, TxOutput
-from devnet.verifier import LibauthVerifier, VerifyResult
 from router.build import build
 from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params
@@ -28,6 +27,7 @@ from tests.router.helpers import (
     funding,
     standard_book,
 )
+from verify.libauth import LibauthVerifier, VerifyResult
 
 pytestmark = pytest.mark.node
 

@@ -27,7 +27,7 @@ from typing import IO, Self
 import orjson
 
 from bch.tx import Transaction, TxOutput, encode_outputs
-from ladle.lifecycle import Closing
+from runtime.lifecycle import Closing
 
 SCRIPT = Path(__file__).with_name("verifier.mjs")
 VMS = (2025, 2026)

@@ -11,8 +11,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 ConfigT = TypeVar("ConfigT")
 

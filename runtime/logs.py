@@ -1,4 +1,4 @@
-"""Structured logs for the indexer: JSON lines for collectors, key=value text for people.
+"""Structured logs for every command: JSON lines for collectors, key=value text for people.
 
 Log calls attach their data as fields (`log.info("reorg", extra=fields(fork=812, depth=2))`)
 rather than formatting it into the message, so both outputs carry the same machine-readable
@@ -7,6 +7,7 @@ keys and a log collector never parses prose.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
@@ -68,6 +69,19 @@ class KeyValueFormatter(logging.Formatter):
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    """`--log-format` and `--log-level`, the same on every command that logs."""
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        default="auto",
+        help="log lines on stderr: auto = text on a terminal, JSON lines otherwise",
+    )
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
 
 
 def configure_logging(
