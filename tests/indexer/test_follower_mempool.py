@@ -134,10 +134,12 @@ async def test_a_pool_trade_wakes_the_rostrum_follower_between_polls() -> None:
             await asyncio.sleep(0.2)
             rounds = run.follower.rounds
             tx = await new_trade(generator)
+            # The round that applies it ends after its overlay write: wait for both.
             await wait_until(
-                lambda: run.snapshot.is_pending(tx.txid), timeout=5.0, what="the pushed trade"
+                lambda: run.snapshot.is_pending(tx.txid) and run.follower.rounds > rounds,
+                timeout=10.0,
+                what="the pushed trade",
             )
             assert all(run.snapshot.pool(op) is None for op in pool_inputs(run, tx))
-            assert run.follower.rounds > rounds
     finally:
         await net.stop()
