@@ -12,13 +12,13 @@ import httpx
 import orjson
 import pytest
 
-from ladle.up import Started, UpContext
 from rest.app import create_app
 from rest.cli import add_arguments, config_from_args
 from rest.config import RestConfig
 from rest.explorer import ExplorerEnv, explorer_routes
 from rest.explorer.routes import NODE_MODULES, PAGE_FILES, PAGES, STATIC, VENDOR
 from rest.service import up_env
+from runtime.component import Started, UpContext
 
 ROUTER = "ws://127.0.0.1:1/"
 BROADCAST = "http://127.0.0.1:2"
