@@ -6,7 +6,14 @@ from bch.block import merkle_branch
 from bch.tx import OutPoint
 from devnet.acceptance import TxRejected
 from devnet.blocks import BlockRecord
-from devnet.electrum.errors import BAD_REQUEST, DAEMON_ERROR, RpcError, bad_params, rejected
+from devnet.electrum.errors import (
+    BAD_REQUEST,
+    DAEMON_ERROR,
+    RpcError,
+    bad_params,
+    daemon_error,
+    rejected,
+)
 from devnet.electrum.params import (
     as_bool,
     as_hash,
@@ -31,9 +38,16 @@ SERVER_VERSION = "ladle-devnet 0.1"
 MAX_HEADERS = 2016
 RELAY_FEE_BCH_PER_KB = 0.00001
 TOKEN_FILTERS = ("include_tokens", "exclude_tokens", "tokens_only")
-NO_SUCH_TX = (
-    "No such mempool or blockchain transaction. Use gettransaction for wallet transactions."
+# As Fulcrum 2.1.1 words them (see docs/real-nodes.md): a node's RPC error relayed as code 2 in
+# ElectrumX's repr, and its own code 1 for a txid it has no height for.
+NO_SUCH_TX = daemon_error(
+    -5, "No such mempool or blockchain transaction. Use gettransaction for wallet transactions."
 )
+GENESIS_COINBASE = daemon_error(
+    -5,
+    "The genesis block coinbase is not considered an ordinary transaction and cannot be retrieved",
+)
+NO_TX_HEIGHT = "No transaction matching the requested hash was found"
 
 
 def _node(call: Call) -> Node:
@@ -210,6 +224,8 @@ async def estimatefee(call: Call, number: object = 1) -> object:
 async def transaction_get(call: Call, tx_hash: object, verbose: object = False) -> object:
     node = _node(call)
     txid, want_verbose = as_hash(tx_hash, "tx_hash"), as_bool(verbose, "verbose")
+    if txid == node.chain.blocks[0].txs[0].txid:  # never in the UTXO set: nodes refuse it
+        raise RpcError(DAEMON_ERROR, GENESIS_COINBASE)
     found = node.find_tx(txid)
     if found is None:
         raise RpcError(DAEMON_ERROR, NO_SUCH_TX)
@@ -224,7 +240,9 @@ async def transaction_get(call: Call, tx_hash: object, verbose: object = False) 
 @method("blockchain.transaction.get_height", "tx_hash")
 async def transaction_get_height(call: Call, tx_hash: object) -> object:
     found = _node(call).find_tx(as_hash(tx_hash, "tx_hash"))
-    return None if found is None else found[1]
+    if found is None:
+        raise RpcError(BAD_REQUEST, NO_TX_HEIGHT)  # not null, whatever the protocol docs say
+    return found[1]
 
 
 @method("blockchain.transaction.id_from_pos", "height", "tx_pos", "merkle", required=2)
