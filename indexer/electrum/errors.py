@@ -60,8 +60,8 @@ class GenesisCoinbase(ElectrumError):  # noqa: N818 (names what was asked for)
 
 
 class ServerBusy(ElectrumError):  # noqa: N818 (a state of the server)
-    """The server refuses for load, not for the request: excessive flood (3), a limit
-    exceeded (4), or Fulcrum's "server busy" text. Worth retrying later, elsewhere."""
+    """The server refuses for load, not for the request: Fulcrum's "Excessive flood" (3, and
+    it disconnects) or "Batch limit exceeded" (4). Worth retrying later, or elsewhere."""
 
 
 class ElectrumTimeout(ElectrumClientError, TimeoutError):  # noqa: N818 (reads as an event)
@@ -104,7 +104,7 @@ def error_of(code: int, message: str, method: str = "") -> ElectrumError:
     text = message.lower()
     if code == METHOD_NOT_FOUND:
         return UnsupportedMethod(code, message, method)
-    if code in (EXCESSIVE_FLOOD, LIMIT_EXCEEDED) or "server busy" in text:
+    if code in (EXCESSIVE_FLOOD, LIMIT_EXCEEDED):
         return ServerBusy(code, message, method)
     if code in (BAD_REQUEST, DAEMON_ERROR):
         if _GENESIS_COINBASE_TEXT in text:
