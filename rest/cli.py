@@ -58,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix",
-        default="bitcoincash",
+        default=None,
         choices=("bitcoincash", "bchtest", "bchreg"),
-        help="CashAddr prefix of owner addresses (bitcoincash)",
+        help="CashAddr prefix of owner addresses (default: the network of the indexed chain, "
+        "from its genesis block; bitcoincash for a mainnet index)",
     )
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +28,9 @@ from router.errors import RouterError
 from router.params import DEFAULT_FEE_BPS, RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
+
+if TYPE_CHECKING:
+    from indexer.service import IndexerConfig
 
 EXIT_ROUTING = 1
 READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
@@ -181,6 +185,22 @@ def add_commands(subparsers: Any) -> None:
 # --- ladle router: the daemon, standalone ---------------------------------------------------
 
 
+async def _on_network_of(index_config: IndexerConfig, config: RouterConfig) -> RouterConfig:
+    """`config` restricted to the network the indexed server follows (from its genesis hash),
+    so an address of another network is a bad request rather than a payment nobody can see.
+    Unchanged when the network is already set or the genesis is unknown (the devnet's own)."""
+    from indexer.network import network_prefix
+
+    if config.network is not None:
+        return config
+    client = index_config.client()
+    try:
+        prefix = network_prefix((await client.capabilities()).genesis_hash)
+    finally:
+        await client.close()
+    return config if prefix is None else dataclasses.replace(config, network=prefix)
+
+
 async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
     from indexer.cli import config_from_args
     from indexer.service import run_indexer
@@ -209,6 +229,7 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
             return 1
         if stopping.is_set():
             return 0
+        config = await _on_network_of(index_config, config)
         server = await start_router(snapshot, config, args.host, args.port, limits)
         ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
         print(f"router: {server.url} ({len(snapshot)} live pools)")
