@@ -140,11 +140,13 @@ async def headers_get_tip(call: Call) -> object:
     return _tip_json(_node(call))
 
 
-def _block_at(node: Node, height: object) -> BlockRecord:
+def _block_at(node: Node, height: object, missing: str = "Invalid height: {height}") -> BlockRecord:
+    """The block at `height`; beyond the tip, error 1 with `missing` (Fulcrum words it per
+    method)."""
     h = as_int(height, "height", minimum=0)
     block = node.chain.block_at(h)
     if block is None:
-        raise RpcError(BAD_REQUEST, f"Invalid height: {h}")
+        raise RpcError(BAD_REQUEST, missing.format(height=h))
     return block
 
 
@@ -156,7 +158,7 @@ def _no_checkpoints(cp_height: object) -> None:
 @method("blockchain.block.header", "height", "cp_height", required=1)
 async def block_header(call: Call, height: object, cp_height: object = 0) -> object:
     _no_checkpoints(cp_height)
-    return _block_at(_node(call), height).header_bytes.hex()
+    return _block_at(_node(call), height, "Height {height} is out of range").header_bytes.hex()
 
 
 @method("blockchain.block.headers", "start_height", "count", "cp_height", required=2)
@@ -249,8 +251,10 @@ async def transaction_get_height(call: Call, tx_hash: object) -> object:
 async def transaction_id_from_pos(
     call: Call, height: object, tx_pos: object, merkle: object = False
 ) -> object:
-    block = _block_at(_node(call), height)
     pos = as_int(tx_pos, "tx_pos", minimum=0)
+    block = _block_at(
+        _node(call), height, f"No transaction at position {pos} for height {{height}}"
+    )
     if pos >= len(block.txs):
         raise RpcError(BAD_REQUEST, f"No transaction at position {pos} for height {height}")
     txid = block.txs[pos].txid
@@ -265,8 +269,15 @@ async def transaction_get_merkle(call: Call, tx_hash: object, height: object = N
     node = _node(call)
     txid = as_hash(tx_hash, "tx_hash")
     found = node.chain.tx_index.get(txid)
-    if found is None or (height is not None and as_int(height, "height") != found[0]):
-        raise RpcError(BAD_REQUEST, f"tx {tx_hash} not in a block at that height")
+    if height is not None:  # Fulcrum's wording, whether the tx is elsewhere or nowhere
+        asked = as_int(height, "height")
+        if found is None or asked != found[0]:
+            message = f"No transaction matching the requested hash found at height {asked}"
+            raise RpcError(BAD_REQUEST, message)
+    elif found is None:
+        raise RpcError(
+            BAD_REQUEST, "No confirmed transaction matching the requested hash was found"
+        )
     block_height, pos = found
     block = node.chain.blocks[block_height]
     branch = merkle_branch([t.txid for t in block.txs], pos)
