@@ -87,9 +87,17 @@ class Bitcoind:
     p2p_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     version: str = ""
+    zmq_port: int | None = None  # hashblock notifications, when the build has ZMQ
 
     def start(self) -> None:
         self.datadir.mkdir(parents=True, exist_ok=True)
+        # Fulcrum hears of new blocks at once over ZMQ (else it polls), as deployed; a build
+        # without ZMQ would refuse the option, so it is only given when the build lists it.
+        options = subprocess.run(
+            [self.binary, "-help"], capture_output=True, text=True, check=False
+        ).stdout
+        if "-zmqpubhashblock" in options:
+            self.zmq_port = free_port()
         args = [
             self.binary,
             "-regtest",
@@ -110,6 +118,8 @@ class Bitcoind:
             "-printtoconsole=0",
             "-txindex=1",
         ]
+        if self.zmq_port is not None:
+            args.append(f"-zmqpubhashblock=tcp://127.0.0.1:{self.zmq_port}")
         log = (self.datadir / "stdout.log").open("wb")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT
