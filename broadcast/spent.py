@@ -18,14 +18,18 @@ from typing import Protocol, TypeVar
 
 from bch.tx import OutPoint, Transaction, TxOutput
 from broadcast.nodes import NodeLink, NodeUnavailable
-from indexer.electrum import ElectrumError, ElectrumProtocolError, scripthash
+from indexer.electrum import (
+    ElectrumError,
+    ElectrumProtocolError,
+    GenesisCoinbase,
+    UnknownTransaction,
+    scripthash,
+)
 from indexer.electrum.results import checked_transaction
 
 T = TypeVar("T")
 NULL_TXID = bytes(32)
 MEDIAN_TIME_SPAN = 11
-# Electrum error codes that mean "no such transaction / output" rather than "ask elsewhere".
-_NOT_FOUND_CODES = frozenset({1, 2})
 
 
 class SourceUnavailable(Exception):  # noqa: N818 (a state: nobody could answer)
@@ -255,6 +259,8 @@ class NodeSpentOutputs:
 
 
 def _not_found_or_raise(error: ElectrumError, link: NodeLink) -> None:
-    """A "no such transaction" answer is information; overload or internal errors are not."""
-    if error.code not in _NOT_FOUND_CODES:
+    """A "no such transaction" answer is information; anything else (a node still loading,
+    overload, an internal error) says nothing about the transaction: ask elsewhere. The genesis
+    coinbase counts as missing: nothing can spend it."""
+    if not isinstance(error, UnknownTransaction | GenesisCoinbase):
         raise NodeUnavailable(f"{link.name}: {error}")

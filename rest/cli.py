@@ -60,9 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix",
-        default="bitcoincash",
+        default=None,
         choices=("bitcoincash", "bchtest", "bchreg"),
-        help="CashAddr prefix of owner addresses (bitcoincash)",
+        help="CashAddr prefix of owner addresses (default: the network of the indexed chain, "
+        "from its genesis block; bitcoincash for a mainnet index)",
     )
     # Where the explorer's pages (/explorer) find the other services; `ladle up` fills these
     # in by itself. Without them the swap page says no router is configured.

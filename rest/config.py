@@ -40,7 +40,8 @@ class RestConfig:
     # Recompute the token list and extend the busiest tokens' candle series after each block,
     # in the background (off: everything is computed on first use).
     warm: bool = True
-    address_prefix: str = "bitcoincash"
+    # CashAddr prefix of owner addresses; None: the network of the index's genesis block.
+    address_prefix: str | None = None
     # Token symbols and metadata: by default the index's own registry tables (bound to db_path).
     registry: TokenRegistry = field(default_factory=IndexRegistry)
     # USD figures: by default the indexed BCH/USD oracle feed `usd_feed` (64-hex category,

@@ -14,10 +14,12 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiosqlite
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from indexer.network import index_prefix
 from rest.cache import Entry, RawJson, ResponseCache
 from rest.candles import CandleStore
 from rest.config import RestConfig
@@ -80,6 +82,7 @@ class ApiContext:
     chain_height: int | None = None  # last answer of config.chain_tip
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)
+    network_prefix: str | None = None  # the network of the index's genesis block, once known
 
     @classmethod
     def create(cls, config: RestConfig) -> ApiContext:
@@ -105,6 +108,16 @@ class ApiContext:
 
     def now(self) -> int:
         return int(self.config.clock())
+
+    async def address_prefix(self, conn: aiosqlite.Connection) -> str:
+        """CashAddr prefix of owner addresses: the configured one, else the network of the
+        genesis block the index holds (a test-network index starts there), else bitcoincash
+        (a mainnet index starts at the CashTokens activation, past its genesis)."""
+        if self.config.address_prefix is not None:
+            return self.config.address_prefix
+        if self.network_prefix is None:
+            self.network_prefix = await index_prefix(conn)
+        return self.network_prefix or "bitcoincash"
 
     async def refresh_chain_height(self) -> int | None:
         if self.config.chain_tip is not None:

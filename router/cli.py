@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,6 +35,9 @@ from router.quotes import quote
 from router.service import DEFAULT_PORT, start_router
 from runtime.logs import configure_logging
 from runtime.usage import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from indexer.service import IndexerConfig
 
 EXIT_ROUTING = 1
 READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
@@ -187,6 +191,22 @@ def add_commands(subparsers: Any) -> None:
 # --- ladle router: the daemon, standalone ---------------------------------------------------
 
 
+async def _on_network_of(index_config: IndexerConfig, config: RouterConfig) -> RouterConfig:
+    """`config` restricted to the network the indexed server follows (from its genesis hash),
+    so an address of another network is a bad request rather than a payment nobody can see.
+    Unchanged when the network is already set or the genesis is unknown (the devnet's own)."""
+    from indexer.network import network_prefix
+
+    if config.network is not None:
+        return config
+    client = index_config.client()
+    try:
+        prefix = network_prefix((await client.capabilities()).genesis_hash)
+    finally:
+        await client.close()
+    return config if prefix is None else dataclasses.replace(config, network=prefix)
+
+
 async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
     limits = DaemonConfig(max_connections=args.max_connections, rate=args.rate)
     index_config = config_from_args(args)
@@ -209,6 +229,7 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
             return 1
         if stopping.is_set():
             return 0
+        config = await _on_network_of(index_config, config)
         server = await start_router(snapshot, config, args.host, args.port, limits)
         ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
         print(f"router: {server.url} ({len(snapshot)} live pools)")

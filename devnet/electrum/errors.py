@@ -32,5 +32,10 @@ def rejected(node_message: str) -> RpcError:
     return RpcError(BAD_REQUEST, f"{REJECTED_PREFIX}{node_message}\n")
 
 
+def daemon_error(code: int, message: str) -> str:
+    """A node's RPC error as Fulcrum relays it (code 2), in the repr ElectrumX used."""
+    return f"daemon error: DaemonError({{'code': {code}, 'message': {message!r}}})"
+
+
 def bad_params(message: str) -> RpcError:
     return RpcError(INVALID_PARAMS, message)

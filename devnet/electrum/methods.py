@@ -6,7 +6,14 @@ from bch.block import merkle_branch
 from bch.tx import OutPoint
 from devnet.acceptance import TxRejected
 from devnet.blocks import BlockRecord
-from devnet.electrum.errors import BAD_REQUEST, DAEMON_ERROR, RpcError, bad_params, rejected
+from devnet.electrum.errors import (
+    BAD_REQUEST,
+    DAEMON_ERROR,
+    RpcError,
+    bad_params,
+    daemon_error,
+    rejected,
+)
 from devnet.electrum.params import (
     as_bool,
     as_hash,
@@ -31,9 +38,16 @@ SERVER_VERSION = "ladle-devnet 0.1"
 MAX_HEADERS = 2016
 RELAY_FEE_BCH_PER_KB = 0.00001
 TOKEN_FILTERS = ("include_tokens", "exclude_tokens", "tokens_only")
-NO_SUCH_TX = (
-    "No such mempool or blockchain transaction. Use gettransaction for wallet transactions."
+# As Fulcrum 2.1.1 words them (see docs/real-nodes.md): a node's RPC error relayed as code 2 in
+# ElectrumX's repr, and its own code 1 for a txid it has no height for.
+NO_SUCH_TX = daemon_error(
+    -5, "No such mempool or blockchain transaction. Use gettransaction for wallet transactions."
 )
+GENESIS_COINBASE = daemon_error(
+    -5,
+    "The genesis block coinbase is not considered an ordinary transaction and cannot be retrieved",
+)
+NO_TX_HEIGHT = "No transaction matching the requested hash was found"
 
 
 def _node(call: Call) -> Node:
@@ -126,11 +140,13 @@ async def headers_get_tip(call: Call) -> object:
     return _tip_json(_node(call))
 
 
-def _block_at(node: Node, height: object) -> BlockRecord:
+def _block_at(node: Node, height: object, missing: str = "Invalid height: {height}") -> BlockRecord:
+    """The block at `height`; beyond the tip, error 1 with `missing` (Fulcrum words it per
+    method)."""
     h = as_int(height, "height", minimum=0)
     block = node.chain.block_at(h)
     if block is None:
-        raise RpcError(BAD_REQUEST, f"Invalid height: {h}")
+        raise RpcError(BAD_REQUEST, missing.format(height=h))
     return block
 
 
@@ -142,7 +158,7 @@ def _no_checkpoints(cp_height: object) -> None:
 @method("blockchain.block.header", "height", "cp_height", required=1)
 async def block_header(call: Call, height: object, cp_height: object = 0) -> object:
     _no_checkpoints(cp_height)
-    return _block_at(_node(call), height).header_bytes.hex()
+    return _block_at(_node(call), height, "Height {height} is out of range").header_bytes.hex()
 
 
 @method("blockchain.block.headers", "start_height", "count", "cp_height", required=2)
@@ -210,6 +226,8 @@ async def estimatefee(call: Call, number: object = 1) -> object:
 async def transaction_get(call: Call, tx_hash: object, verbose: object = False) -> object:
     node = _node(call)
     txid, want_verbose = as_hash(tx_hash, "tx_hash"), as_bool(verbose, "verbose")
+    if txid == node.chain.blocks[0].txs[0].txid:  # never in the UTXO set: nodes refuse it
+        raise RpcError(DAEMON_ERROR, GENESIS_COINBASE)
     found = node.find_tx(txid)
     if found is None:
         raise RpcError(DAEMON_ERROR, NO_SUCH_TX)
@@ -224,15 +242,19 @@ async def transaction_get(call: Call, tx_hash: object, verbose: object = False) 
 @method("blockchain.transaction.get_height", "tx_hash")
 async def transaction_get_height(call: Call, tx_hash: object) -> object:
     found = _node(call).find_tx(as_hash(tx_hash, "tx_hash"))
-    return None if found is None else found[1]
+    if found is None:
+        raise RpcError(BAD_REQUEST, NO_TX_HEIGHT)  # not null, whatever the protocol docs say
+    return found[1]
 
 
 @method("blockchain.transaction.id_from_pos", "height", "tx_pos", "merkle", required=2)
 async def transaction_id_from_pos(
     call: Call, height: object, tx_pos: object, merkle: object = False
 ) -> object:
-    block = _block_at(_node(call), height)
     pos = as_int(tx_pos, "tx_pos", minimum=0)
+    block = _block_at(
+        _node(call), height, f"No transaction at position {pos} for height {{height}}"
+    )
     if pos >= len(block.txs):
         raise RpcError(BAD_REQUEST, f"No transaction at position {pos} for height {height}")
     txid = block.txs[pos].txid
@@ -247,8 +269,15 @@ async def transaction_get_merkle(call: Call, tx_hash: object, height: object = N
     node = _node(call)
     txid = as_hash(tx_hash, "tx_hash")
     found = node.chain.tx_index.get(txid)
-    if found is None or (height is not None and as_int(height, "height") != found[0]):
-        raise RpcError(BAD_REQUEST, f"tx {tx_hash} not in a block at that height")
+    if height is not None:  # Fulcrum's wording, whether the tx is elsewhere or nowhere
+        asked = as_int(height, "height")
+        if found is None or asked != found[0]:
+            message = f"No transaction matching the requested hash found at height {asked}"
+            raise RpcError(BAD_REQUEST, message)
+    elif found is None:
+        raise RpcError(
+            BAD_REQUEST, "No confirmed transaction matching the requested hash was found"
+        )
     block_height, pos = found
     block = node.chain.blocks[block_height]
     branch = merkle_branch([t.txid for t in block.txs], pos)

@@ -88,5 +88,5 @@ def lookup(name: str, *, rostrum: bool, control: bool) -> MethodSpec:
         or (spec.kind is Kind.ROSTRUM and not rostrum)
         or (spec.kind is Kind.CONTROL and not control)
     ):
-        raise RpcError(METHOD_NOT_FOUND, f"unknown method {name!r}")
+        raise RpcError(METHOD_NOT_FOUND, f"Unsupported request: {name}")  # Fulcrum's words
     return spec

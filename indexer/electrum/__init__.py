@@ -13,7 +13,11 @@ from indexer.electrum.errors import (
     ElectrumError,
     ElectrumProtocolError,
     ElectrumTimeout,
+    GenesisCoinbase,
     NotSupported,
+    ServerBusy,
+    UnknownTransaction,
+    UnsupportedMethod,
 )
 from indexer.electrum.health import Backoff, ServerHealth
 from indexer.electrum.pool import ElectrumPool
@@ -32,11 +36,15 @@ __all__ = [
     "ElectrumPool",
     "ElectrumProtocolError",
     "ElectrumTimeout",
+    "GenesisCoinbase",
     "HeaderNotice",
     "NotSupported",
     "ServerAddress",
+    "ServerBusy",
     "ServerHealth",
+    "UnknownTransaction",
     "Unspent",
+    "UnsupportedMethod",
     "UtxoInfo",
     "scripthash",
     "ssl_context",

@@ -15,7 +15,10 @@ merkle root, which also catches a reorg in the middle of the enumeration. Limits
   subscribed to (e.g. a pool's address), so a pool *created* in the mempool is discovered when
   its block arrives;
 - blocks are addressed by height only, so a reorg between fetching the header and the
-  transactions surfaces as BlockChanged, to be retried by the caller.
+  transactions surfaces as BlockChanged, to be retried by the caller;
+- the genesis block's coinbase is enumerated (its txid counts in the merkle check) but not
+  fetched: nodes refuse it (GenesisCoinbase), since it never entered the UTXO set. Nothing can
+  spend it, so no index misses it; the genesis block is applied without transactions.
 """
 
 from __future__ import annotations
@@ -129,4 +132,4 @@ async def block_transactions_by_position(
     root = merkle_root([hex_to_hash(t) for t in txids])
     if root != BlockHeader.from_bytes(header).merkle_root:
         raise BlockChanged(f"block at height {height} does not match the expected header")
-    return await fetch_transactions(conn, txids, timeout=timeout)
+    return await fetch_transactions(conn, txids[1:] if height == 0 else txids, timeout=timeout)

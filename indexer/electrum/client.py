@@ -16,7 +16,12 @@ from bch.block import Block
 from bch.encoding import DecodeError
 from indexer.electrum.capabilities import block_transactions_by_position
 from indexer.electrum.connection import ElectrumConnection
-from indexer.electrum.errors import BlockChanged, ElectrumProtocolError, NotSupported
+from indexer.electrum.errors import (
+    BlockChanged,
+    ElectrumProtocolError,
+    NotSupported,
+    UnknownTransaction,
+)
 from indexer.electrum.fetch import fetch_block, fetch_transactions
 from indexer.electrum.pool import ElectrumPool
 from indexer.electrum.results import (
@@ -101,14 +106,16 @@ class ElectrumClient(ElectrumPool):
 
         With `header` (the one the caller linked into its chain), BlockChanged is raised when
         the server's block at `height` is another one, e.g. after a reorg. `timeout` applies to
-        the block download (Rostrum) or to each batch (fallback).
+        the block download (Rostrum) or to each batch (fallback). The genesis block's coinbase
+        is left out whatever the server: nodes do not serve it (see `capabilities`).
         """
         if header is not None and len(header) != HEADER_SIZE:
             raise ValueError(f"header must be {HEADER_SIZE} bytes")
 
         async def op(conn: ElectrumConnection) -> list[bytes]:
             if conn.capabilities is not None and conn.capabilities.block_get:
-                return split_block(await fetch_block(conn, height, timeout=timeout), header)
+                txs = split_block(await fetch_block(conn, height, timeout=timeout), header)
+                return txs[1:] if height == 0 else txs  # as the fallback must (see there)
             return await block_transactions_by_position(conn, height, header, timeout=timeout)
 
         return await self.run(op)
@@ -138,10 +145,14 @@ class ElectrumClient(ElectrumPool):
 
     async def transaction_height(self, txid: str) -> int | None:
         """> 0: confirmed at that height; 0 (or -1, unconfirmed parents): in the mempool;
-        None: unknown to the server."""
-        result = await self.request(
-            "blockchain.transaction.get_height", check_hash_hex(txid, "txid")
-        )
+        None: unknown to the server — answered as null by the protocol's docs and the devnet of
+        old, as error code 1 by Fulcrum (UnknownTransaction); both mean the same here."""
+        try:
+            result = await self.request(
+                "blockchain.transaction.get_height", check_hash_hex(txid, "txid")
+            )
+        except UnknownTransaction:
+            return None
         if result is not None and (isinstance(result, bool) or not isinstance(result, int)):
             raise ElectrumProtocolError(f"transaction.get_height answered {result!r}")
         return result

@@ -4,9 +4,12 @@ notifications and keep-alive pings.
 `server.version` is the first message on every new connection and is never sent again on it
 (servers refuse a second one); `request("server.version")` is therefore refused locally.
 Request ids are integers counted per connection (never floats, which servers reject). Responses
-are matched by id; one with an id nobody waits for (e.g. it arrived after its timeout) is logged
-and dropped. Notifications are handed, in arrival order, to `on_notification`, which is called
-from the reading task and must not block (the pool queues them for its dispatcher).
+are matched by id. A request given up on (timed out, or cancelled, e.g. the other fetches of a
+block pipeline when one fails) is remembered as abandoned: its late response is expected and
+dropped quietly (counted in `late_responses`). A response with an id never sent is a server
+fault, logged as a warning at most once per `WARN_INTERVAL` with the count in between.
+Notifications are handed, in arrival order, to `on_notification`, which is called from the
+reading task and must not block (the pool queues them for its dispatcher).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from indexer.electrum.errors import (
     ElectrumError,
     ElectrumProtocolError,
     ElectrumTimeout,
+    error_of,
 )
 from indexer.electrum.transport import MAX_MESSAGE, Transport, open_transport
 
@@ -39,6 +43,8 @@ PROTOCOL_RANGE = ("1.5", "1.6")  # below 1.5 servers silently hide token UTXOs
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_PING_INTERVAL = 60.0  # servers drop clients idle for ~10 minutes
 MAX_BATCH = 300  # Fulcrum's default limit is 345 per batch
+MAX_ABANDONED = 100_000  # ids of given-up requests remembered (oldest forgotten first)
+WARN_INTERVAL = 10.0  # seconds between two warnings of one kind on a connection
 
 NotificationHandler = Callable[[str, list[Any]], None]
 RpcCall = tuple[str, Sequence[Any]]
@@ -61,9 +67,9 @@ def _error_of(obj: object, method: str) -> ElectrumError:
     if isinstance(obj, dict):
         code, message = obj.get("code"), obj.get("message")
         if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
-            return ElectrumError(code, message, method)
+            return error_of(code, message, method)
         code_int = code if isinstance(code, int) and not isinstance(code, bool) else 0
-        return ElectrumError(code_int, str(message if message is not None else obj), method)
+        return error_of(code_int, str(message if message is not None else obj), method)
     return ElectrumError(0, str(obj), method)
 
 
@@ -100,6 +106,10 @@ class ElectrumConnection:
         self._on_notification = on_notification
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._abandoned: dict[int, None] = {}  # insertion-ordered set
+        self.late_responses = 0  # responses to abandoned requests, dropped
+        self._unknown_ids = 0  # responses with ids never sent, since the last warning
+        self._unknown_warned = -WARN_INTERVAL
         self._send_lock = asyncio.Lock()
         self._closed = asyncio.Event()
         self._negotiated = False
@@ -195,7 +205,7 @@ class ElectrumConnection:
         except TimeoutError:
             raise ElectrumTimeout(f"{self.address}: {method} timed out after {limit}s") from None
         finally:
-            self._pending.pop(req_id, None)
+            self._release(req_id)
         return _outcome(response, method)
 
     async def _batch(self, calls: Sequence[RpcCall], timeout: float | None) -> list[Any]:
@@ -215,10 +225,20 @@ class ElectrumConnection:
             ) from None
         finally:
             for req_id, fut in registered:
-                self._pending.pop(req_id, None)
+                self._release(req_id)
                 if fut.done() and not fut.cancelled():
                     fut.exception()  # mark retrieved: only the first failure is raised
         return [_outcome(r, m) for r, (m, _) in zip(responses, calls, strict=True)]
+
+    def _release(self, req_id: int) -> None:
+        """Forget a request; one still unanswered is abandoned (its answer may yet arrive).
+        A waiter's cancellation (a timeout included) cancels the future it awaited."""
+        fut = self._pending.pop(req_id, None)
+        unanswered = fut is not None and (fut.cancelled() or not fut.done())
+        if unanswered and self.close_reason is None:
+            self._abandoned[req_id] = None
+            if len(self._abandoned) > MAX_ABANDONED:
+                del self._abandoned[next(iter(self._abandoned))]
 
     def _gone(self) -> ElectrumConnectionError:
         """A fresh exception for each caller (one shared instance would pile up tracebacks)."""
@@ -334,10 +354,14 @@ class ElectrumConnection:
         req_id = item.get("id")
         if req_id is not None:
             fut = self._pending.get(req_id) if type(req_id) is int else None
-            if fut is None or fut.done():
-                log.warning("%s: dropped a response with unknown id %r", self.address, req_id)
-            else:
+            if fut is not None and not fut.done():
                 fut.set_result(item)
+            elif type(req_id) is int and req_id in self._abandoned:
+                del self._abandoned[req_id]
+                self.late_responses += 1
+                log.debug("%s: late response to abandoned request %d", self.address, req_id)
+            else:
+                self._unknown_id(req_id)
             return
         method = item.get("method")
         if isinstance(method, str):
@@ -352,6 +376,20 @@ class ElectrumConnection:
                 log.exception("%s: notification handler failed for %s", self.address, method)
             return
         log.warning("%s: dropped a message without id or method: %.200r", self.address, item)
+
+    def _unknown_id(self, req_id: object) -> None:
+        """A response to nothing we sent: warn, but at most once per WARN_INTERVAL."""
+        self._unknown_ids += 1
+        now = asyncio.get_running_loop().time()
+        if now - self._unknown_warned < WARN_INTERVAL:
+            return
+        log.warning(
+            "%s: dropped %d response(s) with unknown ids (last %.80r)",
+            self.address,
+            self._unknown_ids,
+            req_id,
+        )
+        self._unknown_ids, self._unknown_warned = 0, now
 
     # --- closing ------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from indexer.electrum.errors import (
     ElectrumError,
     ElectrumProtocolError,
     ElectrumTimeout,
+    ServerBusy,
 )
 from indexer.electrum.health import Backoff, ServerHealth
 from indexer.electrum.transport import MAX_MESSAGE
@@ -363,7 +364,7 @@ class ElectrumPool(Service):
                     raise
             except ElectrumError as exc:
                 self._timeouts_in_row = 0
-                if exc.code in OVERLOAD_CODES:
+                if isinstance(exc, ServerBusy) or exc.code in OVERLOAD_CODES:
                     self.health[conn.address].record_error(time.monotonic())
                 raise
             except ElectrumProtocolError:

@@ -38,7 +38,18 @@ from dataclasses import dataclass
 
 from bch.block import BlockHeader
 from bch.hashes import hash256
-from indexer.electrum import BlockChanged, ElectrumClient, ElectrumError, ElectrumProtocolError
+from indexer.electrum import (
+    BlockChanged,
+    ElectrumClient,
+    ElectrumClientError,
+    ElectrumError,
+    ElectrumProtocolError,
+    GenesisCoinbase,
+    ServerBusy,
+    UnknownTransaction,
+    UnsupportedMethod,
+)
+from indexer.electrum.errors import BAD_REQUEST
 from indexer.electrum.results import headers_from_result
 from indexer.follow.fetch import (
     DEFAULT_MAX_BYTES,
@@ -82,6 +93,21 @@ def default_start_height(genesis_hash: str | None) -> int:
     """Where a fresh index starts: CashTokens activation on mainnet, else the genesis (the
     devnet, test networks)."""
     return CASHTOKENS_HEIGHT if genesis_hash == MAINNET_GENESIS else 0
+
+
+def chain_moved(exc: ElectrumClientError) -> bool:
+    """Whether an error met during a walk means the server's chain changed under it, so that
+    walking again can succeed: BlockChanged, a height the server no longer has (code 1), a
+    transaction of the walked block it no longer knows. Anything else (a daemon error, an
+    overloaded server, the genesis coinbase) would fail the same way again at once: a walk
+    that retried it would spin; the round fails instead and the follower backs off."""
+    if isinstance(exc, BlockChanged | UnknownTransaction):
+        return True
+    return (
+        isinstance(exc, ElectrumError)
+        and not isinstance(exc, ServerBusy | GenesisCoinbase | UnsupportedMethod)
+        and exc.code == BAD_REQUEST
+    )
 
 
 def link_headers(
@@ -206,6 +232,8 @@ class ChainFollower:
                             self._restore_indexes_soon()  # the last stretch below the tip
                     await self._apply(linked, tip)
                 except (BlockChanged, ElectrumError) as exc:
+                    if not chain_moved(exc):
+                        raise  # the server cannot serve this walk: the round fails, backs off
                     # The chain moved under us (or a height vanished): walk again from the tip.
                     stalls = 0 if self.blocks_applied != before else stalls + 1
                     log.info(

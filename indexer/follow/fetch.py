@@ -4,7 +4,9 @@
 on Rostrum the raw block's first 80 bytes must be the linked header and its transactions must
 hash to the header's merkle root; on Fulcrum the enumerated txids must (the client checks).
 Anything else is `BlockChanged` (the server moved to another chain meanwhile) or
-`ElectrumProtocolError` (a server that lies), never a block we would index.
+`ElectrumProtocolError` (a server that lies), never a block we would index. The genesis block
+is indexed without its coinbase from any server, so that the index is the same whichever
+server built it (nodes refuse to serve that coinbase, see `indexer.electrum.capabilities`).
 
 `BlockPipeline` keeps up to `window` fetches in flight while the store applies the previous
 block, so a sync is bounded by the slower of the server and the store, not by their sum plus a
@@ -77,6 +79,9 @@ async def fetch_block(client: ElectrumClient, height: int, header: bytes) -> Fet
         parsed = BlockHeader.from_bytes(header)
         return FetchedBlock(height, parsed, None, tuple(txs), sum(len(t) for t in txs))
     block = parse_checked_block(raw, header)
+    if height == 0:  # the genesis coinbase, which the Fulcrum fallback cannot fetch, is left out
+        rest = tuple(block.tx_raw(i) for i in range(1, block.tx_count))
+        return FetchedBlock(height, block.header, None, rest, sum(len(t) for t in rest))
     return FetchedBlock(height, block.header, block, (), len(raw))
 
 

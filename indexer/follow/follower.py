@@ -99,18 +99,26 @@ class Follower:
         """Follow forever (or, with `exit_at_tip`, until the first round reached the tip).
         `ready` is set once the initial sync and the first mempool refresh are done."""
         delay = self.retry_delay
+        last_error, repeats = "", 0
         while True:
             self._wake.clear()
             try:
                 await self._round()
             except (ElectrumClientError, ChainError) as exc:
-                log.warning(
-                    "round failed; retrying",
-                    extra=fields(event="retry", error=f"{type(exc).__name__}: {exc}", delay=delay),
-                )
+                error = f"{type(exc).__name__}: {exc}"
+                repeats = repeats + 1 if error == last_error else 0
+                # Said once, then again only as the backoff reaches its cap: a round that keeps
+                # failing the same way must not fill the log.
+                if repeats == 0 or delay >= self.max_retry_delay:
+                    log.warning(
+                        "round failed; retrying",
+                        extra=fields(event="retry", error=error, delay=delay, repeats=repeats),
+                    )
+                last_error = error
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_retry_delay)
                 continue
+            last_error, repeats = "", 0
             delay = self.retry_delay
             self.rounds += 1
             if not self.synced.is_set():

@@ -34,7 +34,6 @@ async def pool_active(request: Request, args: e.PoolActiveArgs) -> Response:
         )
     token = None if args.token is None else await token_id(ctx, args.token)
     pkh = None if pkh_text is None else pkh_text.lower()
-    prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
         overlay = await read_overlay(snap.conn, snap.tip)
@@ -42,6 +41,7 @@ async def pool_active(request: Request, args: e.PoolActiveArgs) -> Response:
             await require_token(ctx, snap, token)
         rows = await q.active_pools(snap.conn, token=token, pkh=pkh)
         latest = overlay.apply(rows, token, pkh)
+        prefix = await ctx.address_prefix(snap.conn)
         return {"active": [shapes.pool(p, prefix) for p in latest]}
 
     return await ctx.answer(request, ("pool_active", token, pkh), compute, mempool=True)
@@ -51,12 +51,12 @@ async def pools(request: Request, args: e.PoolsArgs) -> Response:
     ctx = context(request)
     # Every pool unless the client pages: no default limit may cut the listing short.
     limit, offset = args.limit, args.offset
-    prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
         overlay = await read_overlay(snap.conn, snap.tip)
         latest = _by_token(overlay.apply(await q.all_active_pools(snap.conn)))
         page = latest[offset:] if limit is None else latest[offset : offset + limit]
+        prefix = await ctx.address_prefix(snap.conn)
         return {"pools": [shapes.pool(p, prefix) for p in page], "total": len(latest)}
 
     return await ctx.answer(request, ("pools", limit, offset), compute, mempool=True)
@@ -171,14 +171,13 @@ async def contract_count(request: Request, args: Args) -> Response:
 async def first_pool(request: Request, args: e.TokenArgs) -> Response:
     ctx = context(request)
     token = await token_id(ctx, args.token)
-    prefix = ctx.config.address_prefix
 
     async def compute(snap: Snapshot) -> Any:
         p = await q.first_pool(snap.conn, token)
         if p is None:
             raise ApiError.not_found("unknown_token", f"the index has never seen a pool of {token}")
         return {
-            **shapes.pool(p, prefix),
+            **shapes.pool(p, await ctx.address_prefix(snap.conn)),
             "height": p.height,
             "timestamp": p.time,
         }

@@ -8,7 +8,7 @@ from typing import Any
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
-from tests.devnet.client import Client
+from tests.devnet.client import Client, ServerError
 
 
 def scripthash(locking: bytes) -> str:
@@ -73,3 +73,14 @@ def spend(
 def pay(coin: Coin, to: bytes, fee: int = 500, token: TokenData | None = None) -> Transaction:
     """Spend one coin to `to`, paying `fee`."""
     return spend([coin], [TxOutput(coin.value - fee, to, token)])
+
+
+async def tx_height(client: Client, txid: str) -> int | None:
+    """`transaction.get_height`, None for a txid the server does not know: the devnet answers
+    that as Fulcrum does, with error code 1 "No transaction matching…" (not null)."""
+    try:
+        height: int = await client.call("blockchain.transaction.get_height", txid)
+    except ServerError as exc:
+        assert exc.code == 1 and exc.message.startswith("No transaction matching"), exc
+        return None
+    return height

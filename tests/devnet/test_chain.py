@@ -13,7 +13,7 @@ from bch.wallet import Wallet
 from devnet.service import Devnet
 from tests.devnet.client import Client, ServerError
 from tests.devnet.conftest import connect
-from tests.devnet.helpers import double_sha, fund
+from tests.devnet.helpers import double_sha, fund, tx_height
 
 
 def naive_merkle(hashes: list[bytes]) -> bytes:
@@ -119,7 +119,7 @@ async def test_transaction_heights_and_verbose(tcp: Client) -> None:
     tip = await tcp.call("blockchain.headers.get_tip")
     assert await tcp.call("blockchain.transaction.get_height", txid) == tip["height"]
     assert await tcp.call("mempool.get") == []
-    assert await tcp.call("blockchain.transaction.get_height", "ab" * 32) is None
+    assert await tx_height(tcp, "ab" * 32) is None
     verbose = await tcp.call("blockchain.transaction.get", txid, True)
     assert verbose["txid"] == txid
     assert verbose["confirmations"] == 1

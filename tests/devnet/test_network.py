@@ -8,7 +8,7 @@ from bch.tx import TxOutput
 from bch.wallet import Wallet
 from devnet.service import Devnet
 from tests.devnet.conftest import config, connect
-from tests.devnet.helpers import fund, pay, spend
+from tests.devnet.helpers import fund, pay, spend, tx_height
 
 ALICE = Wallet.from_seed("net alice")
 BOB = Wallet.from_seed("net bob")
@@ -74,7 +74,7 @@ async def test_partition_then_heal_converges_on_the_longest_chain() -> None:
 
             await a.call("devnet.fault", "partition", False, 1)
             assert await a.call("blockchain.headers.get_tip") == tip_b
-            assert await a.call("blockchain.transaction.get_height", to_bob.txid_hex) is None
+            assert await tx_height(a, to_bob.txid_hex) is None
             height = await a.call("blockchain.transaction.get_height", to_alice.txid_hex)
             assert height == tip_b["height"] - 1
             assert await a.call("mempool.get") == []
@@ -94,9 +94,7 @@ async def test_block_with_a_double_spend_evicts_the_mempool_conflict() -> None:
             mined = await b.call("devnet.mine", 1, None, [thief.hex()])
             for client in (a, b):
                 assert await client.call("mempool.get") == []
-                assert (
-                    await client.call("blockchain.transaction.get_height", victim.txid_hex) is None
-                )
+                assert await tx_height(client, victim.txid_hex) is None
                 assert (
                     await client.call("blockchain.transaction.get_height", thief.txid_hex)
                     == mined["height"]

@@ -8,7 +8,16 @@ from bch.block import Block
 from bch.tx import TxOutput
 from bch.wallet import Wallet
 from tests.devnet.client import Client
-from tests.devnet.helpers import Coin, double_sha, fund, pay, scripthash, spend, status_of
+from tests.devnet.helpers import (
+    Coin,
+    double_sha,
+    fund,
+    pay,
+    scripthash,
+    spend,
+    status_of,
+    tx_height,
+)
 
 ALICE = Wallet.from_seed("reorg alice")
 BOB = Wallet.from_seed("reorg bob")
@@ -55,7 +64,7 @@ async def test_reorg_with_double_spend(tcp: Client) -> None:
     assert double_spend.txid in replaced.txids
     assert await tcp.call("blockchain.transaction.get_height", double_spend.txid_hex) == old_height
     # the victim is gone, the innocent transaction is back in the mempool
-    assert await tcp.call("blockchain.transaction.get_height", to_bob.txid_hex) is None
+    assert await tx_height(tcp, to_bob.txid_hex) is None
     assert await tcp.call("blockchain.transaction.get_height", innocent.txid_hex) == 0
     assert await tcp.call("mempool.get") == [innocent.txid_hex]
     assert await tcp.call("blockchain.scripthash.listunspent", bob_sh) == []
