@@ -1,7 +1,7 @@
 """`ladle rest`: serve the data API over an index database.
 
     ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--rate-limit N] [--usd-feed HEX]
-               [--router-url WS] [--broadcast-url URL] [--electrum-ws WS] [--network NAME]
+               [--router-url WS] [--broadcast-url URL] [--electrum-ws WS] [--network-label NAME]
 
 Once serving, one JSON line goes to stdout: `{"rest": "http://host:port", "db": PATH}`.
 Registered on the `ladle` command by `add_commands(subparsers)`.
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     explorer.add_argument(
         "--electrum-ws", metavar="WS_URL", help="an Electrum Cash WebSocket for wallet coins"
     )
-    explorer.add_argument("--network", metavar="NAME", help="network name shown on the pages")
+    explorer.add_argument("--network-label", metavar="NAME", help="network name shown on the pages")
 
 
 def add_commands(subparsers: Any) -> None:
@@ -93,7 +93,7 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
         raise ValueError(f"--port must be 0..65535, got {args.port}")
     feed = str(getattr(args, "usd_feed", None) or MAINNET_USD_FEED)
     env: dict[str, object] = {
-        "network": getattr(args, "network", None),
+        "network": getattr(args, "network_label", None),
         "router": getattr(args, "router_url", None),
         "broadcast": getattr(args, "broadcast_url", None),
         "electrum_ws": getattr(args, "electrum_ws", None),

@@ -232,7 +232,7 @@ def test_ladle_rest_configures_the_explorer_for_any_network() -> None:
         "https://broadcast.example",
         "--electrum-ws",
         "wss://electrum.example:50004",
-        "--network",
+        "--network-label",
         "mainnet",
     )
     assert config.explorer_env is not None
