@@ -1684,6 +1684,83 @@ def _split(
             return None if absorbed is None else (_leg_columns(absorbed), v)
 
 
+# Exact in over a few legs: rounding makes each pool's output a step function of its input,
+# not a concave one, so cheapest-unit-first can leave a unit on the table. Any other split of
+# the same legs differs by moves of input between them, and a better one lies within a few
+# units of the greedy one (which is within a unit per pool of the continuous optimum): every
+# move of up to `_EXCHANGE_UNITS` between two legs, and for three legs every joint move of up
+# to `_EXCHANGE_UNITS_3` each, is tried until none raises the output. Three legs at most: the
+# search grows with the square of the legs (the cube, moving three at once).
+_EXCHANGE_LEGS = 3
+_EXCHANGE_UNITS = 16
+_EXCHANGE_UNITS_3 = 8  # per leg, when three legs move at once
+_NEAREST_FIRST = sorted(range(-_EXCHANGE_UNITS, _EXCHANGE_UNITS + 1), key=abs)
+
+
+def _exchange_in(m: _Model, legs: _LegColumns) -> _LegColumns:
+    """Exact in: move input between legs while some move of up to `_EXCHANGE_UNITS` units
+    from one leg to another strictly raises the total output (the best move first)."""
+    pools, pay, get = list(legs[0]), list(legs[1]), list(legs[2])
+    n = len(pools)
+    if n < 2 or n > _EXCHANGE_LEGS:
+        return legs
+    out_for_in = m.out_for_in
+    while True:
+        # gains[a][k]: output leg a gains with k more units; losses[a][k]: it loses with k less
+        # (None where the pool cannot take it, or a leg would pay for nothing).
+        gains: list[list[int | None]] = []
+        losses: list[list[int | None]] = []
+        for a in range(n):
+            i, x, y = pools[a], pay[a], get[a]
+            room = _input_limit(m.pools[i], m.direction) - x
+            up: list[int | None] = [0]
+            down: list[int | None] = [0]
+            for k in range(1, _EXCHANGE_UNITS + 1):
+                up.append(out_for_in(i, x + k) - y if k <= room else None)
+                if k < x:
+                    left = out_for_in(i, x - k)
+                    down.append(y - left if left > 0 else None)
+                else:
+                    down.append(y if k == x else None)
+            gains.append(up)
+            losses.append(down)
+        # change[a][d + K]: leg a's output change for d more units (d < 0: fewer).
+        span = _EXCHANGE_UNITS
+        change = [
+            [None if lost is None else -lost for lost in reversed(losses[a][1:])] + gains[a]
+            for a in range(n)
+        ]
+        best, moves = 0, [0] * n
+        for a in range(n):
+            for b in range(a + 1, n):
+                ca, cb = change[a], change[b]
+                for d in _NEAREST_FIRST:  # of equal gains, the smallest move
+                    ga, gb = ca[span + d], cb[span - d]
+                    if ga is not None and gb is not None and ga + gb > best:
+                        best, moves = ga + gb, [0] * n
+                        moves[a], moves[b] = d, -d
+        if n == 3:
+            # Three legs: one may give to (or take from) both others at once.
+            c0, c1, c2 = change
+            near = _EXCHANGE_UNITS_3
+            for d0 in range(-near, near + 1):
+                g0 = c0[span + d0]
+                if g0 is None:
+                    continue
+                for d1 in range(max(-near, -near - d0), min(near, near - d0) + 1):
+                    g1, g2 = c1[span + d1], c2[span - d0 - d1]
+                    if g1 is not None and g2 is not None and g0 + g1 + g2 > best:
+                        best, moves = g0 + g1 + g2, [d0, d1, -d0 - d1]
+        if not best:
+            break
+        for a, d in enumerate(moves):
+            if d:
+                pay[a] += d
+                get[a] = out_for_in(pools[a], pay[a]) if pay[a] else 0
+    kept = [a for a in range(n) if pay[a] > 0]
+    return [pools[a] for a in kept], [pay[a] for a in kept], [get[a] for a in kept]
+
+
 def _absorb(
     m: _Model, legs: list[tuple[int, int, int]], amount: int
 ) -> list[tuple[int, int, int]] | None:
@@ -1921,6 +1998,8 @@ def solve_hop(
         split = _split(m, amount, exact_in, plan, max_pools, reach)
         if split is not None:
             legs, v = split
+            if exact_in:
+                legs = _exchange_in(m, legs)
             chosen = _Candidate(legs, _value(m, legs, exact_in, cost, v))
         else:
             reach.exact = False
