@@ -33,12 +33,9 @@ from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
-from operator import add, attrgetter, floordiv, gt, itemgetter, mul, sub, truediv
+from operator import add, attrgetter, gt, itemgetter, sub
 from typing import Any
 
-import orjson
-
-from bch.policy import MAX_STANDARD_TX_SIZE
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
@@ -65,22 +62,6 @@ GAMMA = 997 / 1000
 _KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
 PHI = 1000 / 1003
 _INF = math.inf
-
-# --- transaction size model (bytes), shared with the builder --------------------------------
-TX_OVERHEAD = 4 + 4 + 3 + 3  # version, locktime, input and output counts (worst case)
-# P2PKH unlocking at its largest: push of a 73-byte DER signature + sighash byte, push of a
-# 33-byte key. Fees are sized for it so the signed transaction never drops below the rate.
-P2PKH_UNLOCK_WORST = 1 + 73 + 1 + 1 + 33  # 109
-FUNDING_INPUT_WORST = 32 + 4 + 1 + P2PKH_UNLOCK_WORST + 4  # 150
-POOL_TRADE_WORST = POOL_INPUT_SIZE + pool_output_size(MAX_TOKEN_AMOUNT)  # 197
-USER_OUTPUT_WORST = 8 + 1 + 35 + 34 + 9  # P2SH32 holding an FT with the largest amount: 87
-USER_OUTPUTS_MAX = 5  # bought asset, two token changes, BCH change, router fee
-
-
-def max_pools_for(funding_inputs: int, user_outputs: int = USER_OUTPUTS_MAX) -> int:
-    """How many pools fit a standard transaction next to this much funding (worst sizes)."""
-    fixed = TX_OVERHEAD + funding_inputs * FUNDING_INPUT_WORST + user_outputs * USER_OUTPUT_WORST
-    return max(0, (MAX_STANDARD_TX_SIZE - fixed) // POOL_TRADE_WORST)
 
 
 class Direction(StrEnum):
@@ -143,153 +124,6 @@ class Leg:
 
 # A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
 Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
-
-
-def legs_json(legs: Sequence[Leg]) -> str:
-    """`[leg.to_json() for leg in legs]` as orjson writes it, made from each pool's constant
-    pieces (`Pool.leg_json_parts`) and the leg's five numbers: a 350-leg reply spends most of
-    its JSON time building and walking those dicts (`test_fast_paths` holds the bytes equal)."""
-    return "[" + ",".join(legs_json_parts(legs)[0]) + "]"
-
-
-def legs_json_parts(
-    legs: Sequence[Leg],
-) -> tuple[list[str], tuple[Direction, float, float] | None]:
-    """`columns_json_parts` of these legs."""
-    afters = list(map(_after_of, legs))
-    return columns_json_parts(
-        (tuple(map(_pool_of, legs)), tuple(map(_sats_of, afters)), tuple(map(_tokens_of, afters)))
-    )
-
-
-def columns_json_parts(
-    columns: Columns,
-) -> tuple[list[str], tuple[Direction, float, float] | None]:
-    """Each leg's JSON object (`legs_json`), and in the same pass the prices `Quote.prices`
-    takes from a hop of these legs: (BUY, least pre-trade, least post-trade sats per token)
-    when every leg buys, (SELL, greatest, greatest) when every leg sells; None when they are
-    mixed (or there are none). The same quotients, so the same floats."""
-    parts: list[str] = []
-    add = parts.append
-    inf = _INF
-    buy_pre = buy_post = inf
-    sell_pre = sell_post = -inf
-    for pool, sats, tokens in zip(*columns, strict=True):
-        head, mid = pool._leg_json or pool.leg_json_parts  # the slot, made on first use
-        before = pool.sats
-        pre = before / pool.tokens
-        post = sats / tokens
-        if sats > before:  # buy: sats in, tokens out
-            if pre < buy_pre:
-                buy_pre = pre
-            if post < buy_post:
-                buy_post = post
-            paid = sats - before
-            add(
-                f'{head}buy","amount_in":"{paid}","amount_out":"{pool.tokens - tokens}",'
-                f'"lp_fee":"{paid * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
-                f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
-            )
-        else:
-            if pre > sell_pre:
-                sell_pre = pre
-            if post > sell_post:
-                sell_post = post
-            taken = before - sats
-            add(
-                f'{head}sell","amount_in":"{tokens - pool.tokens}","amount_out":"{taken}",'
-                f'"lp_fee":"{taken * LP_FEE_NUM // LP_FEE_DEN}",{mid}'
-                f'"sats_after":"{sats}","tokens_after":"{tokens}"}}'
-            )
-    if buy_pre < inf and sell_pre == -inf:
-        return parts, (Direction.BUY, buy_pre, buy_post)
-    if sell_pre > -inf and buy_pre == inf:
-        return parts, (Direction.SELL, sell_pre, sell_post)
-    return parts, None
-
-
-# A leg's JSON object in twelve pieces, the odd ones its numbers' digits and the separator:
-# opening (the pool's `leg_json_bytes`, by direction), amount_in, these, amount_out, these,
-# lp_fee, the middle (the pool's), sats_after, these, tokens_after, these, "," (or "]").
-_LEG_PIECES = [
-    b"",
-    b"",
-    b'","amount_out":"',
-    b"",
-    b'","lp_fee":"',
-    b"",
-    b"",
-    b"",
-    b'","tokens_after":"',
-    b"",
-    b'"}',
-    b",",
-]
-
-
-def _digits(numbers: Sequence[int]) -> list[bytes]:
-    """Each integer's decimal digits, as `str` writes them: orjson writes the list in one C
-    call (a third of the cost of `str` on each), then one split."""
-    return orjson.dumps(numbers)[1:-1].split(b",")
-
-
-def columns_json_bytes(
-    columns: Columns,
-    direction: Direction,
-    amounts: tuple[Sequence[int], Sequence[int]] | None = None,
-) -> tuple[list[bytes], float, float] | None:
-    """The legs' JSON objects (`columns_json_parts`, as bytes) when every leg trades in
-    `direction`: their pieces, each object followed by b"," (b"".join of them, less the
-    last comma, is the array's inside), and the prices `columns_json_parts` gives (least
-    pre- and post-trade sats per token buying, greatest selling). Every pass is C-level
-    (maps, one orjson call per column of numbers, slice assignments): no Python step per
-    leg. None when there are no legs or some leg goes the other way. `amounts` (the hop's
-    `Hop.amounts`, what the columns were made from) spares recomputing them."""
-    pools, sats, tokens = columns
-    n = len(pools)
-    if not n:
-        return None
-    mids = list(map(_leg_mid_of, pools))
-    if not all(mids):  # not made yet for some pool (None; the pieces are never empty)
-        mids = [pool.leg_json_bytes[2] for pool in pools]
-    buying = direction is Direction.BUY
-    ins: Sequence[int]
-    outs: Sequence[int]
-    if amounts is None:
-        before = list(map(_sats_of, pools))
-        held = list(map(_tokens_of, pools))
-        if buying:
-            ins, outs = list(map(sub, sats, before)), list(map(sub, held, tokens))
-        else:
-            ins, outs = list(map(sub, tokens, held)), list(map(sub, before, sats))
-    else:
-        ins, outs = amounts
-    # Buying, a leg is a purchase when sats go in (`columns_json_parts`); selling, when none do.
-    if buying:
-        if min(ins) < 1:
-            return None
-        heads = list(map(_leg_buy_of, pools))
-        fees = ins
-        pick = min
-    else:
-        if min(outs) < 0:  # sats after above sats before
-            return None
-        heads = list(map(_leg_sell_of, pools))
-        fees = outs
-        pick = max
-    fees = list(map(floordiv, map(mul, fees, repeat(LP_FEE_NUM)), repeat(LP_FEE_DEN)))
-    parts = _LEG_PIECES * n
-    parts[0::12] = heads
-    parts[6::12] = mids
-    try:
-        parts[1::12] = _digits(ins)
-        parts[3::12] = _digits(outs)
-        parts[5::12] = _digits(fees)
-        parts[7::12] = _digits(sats)
-        parts[9::12] = _digits(tokens)
-    except orjson.JSONEncodeError:  # beyond 64 bits (no pool's): `columns_json_parts`
-        return None
-    return parts, pick(map(_leg_price_of, pools)), pick(map(truediv, sats, tokens))
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,10 +256,6 @@ _after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
 _tokens_of = attrgetter("tokens")
 # Pool's `leg_json_bytes` slots (None until made, all three together).
-_leg_buy_of = attrgetter("_leg_buy")
-_leg_sell_of = attrgetter("_leg_sell")
-_leg_mid_of = attrgetter("_leg_mid")
-_leg_price_of = attrgetter("_leg_price")  # sats / tokens, made with them
 # A pool's input plus re-created output by its amount's width: `bisect_left(_WIDTH_TOPS, n)`
 # is 0 for 1-byte amounts (n ≤ 252), 1 for 3-byte, 2 for 5-byte, 3 for 9-byte.
 _WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)
@@ -2038,60 +1868,6 @@ def solve_hop(
                     reach.exact and chosen is not None,
                 )
             )
-
-
-def _single_may_reach(
-    m: _Model, i: int, fp: HopFootprint, cost: Sequence[float], floor: float
-) -> bool:
-    """False when pool i alone provably stays below `floor` for the hop's order: its whole
-    units of output are at most ⌊`single_bound`⌋ (exact in), its input at least
-    ⌈`single_cost_bound`⌉ (exact out), and the byte cost is converted as `_value` does; so
-    `footprint_holds` skips the exact trade for pools far off the route's value."""
-    rate = fp.v * fp.v
-    if fp.exact_in:
-        conv = rate if m.direction is Direction.BUY else 1.0
-        return math.floor(m.single_bound(i, fp.amount)) - cost[i] * conv >= floor
-    bound = m.single_cost_bound(i, fp.amount)
-    if bound >= _INF:
-        return False
-    conv = 1.0 if m.direction is Direction.BUY else (1.0 / rate if rate > 0 else 0.0)
-    return -(math.ceil(bound) + cost[i] * conv) >= floor
-
-
-def footprint_holds(
-    fp: HopFootprint, old: PoolBook, new: PoolBook, changed: Iterable[tuple[str, int]]
-) -> bool:
-    """True when the hop `fp` records (routed on `old`) provably routes the same on `new`,
-    whose pools of `fp.token_id` differ from `old`'s only in the outpoints `changed`.
-
-    Sufficient, not necessary: no changed pool was admitted by the split or traded by the
-    route; none enters (before or after the change) at or above the split's threshold, so
-    the sweep meets the same breakpoints in the same order (model order among the others is
-    unchanged: a stable sort); and none, as changed, alone reaches the route's value (the
-    best-single check could pick it, ties included). Everything else the hop does depends on
-    the admitted pools only."""
-    if not fp.exact:
-        return False
-    keys = list(changed)
-    if not keys:
-        return True
-    if any(k in fp.used for k in keys):
-        return False
-    margin = 1e-9 * max(1.0, abs(fp.value))
-    for book, is_new in ((old, False), (new, True)):
-        m = _model(book, fp.token_id, fp.direction)
-        plan = m.plan(fp.fee_per_byte)
-        for key in keys:
-            i = m.position(key)
-            if i is None:
-                continue  # not in the book, or unusable this way: never admitted
-            if plan.enter_at[i] > 0.0 and plan.enter_at[i] >= fp.threshold:
-                return False
-            if is_new and _single_may_reach(m, i, fp, plan.cost, fp.value - margin):
-                alone = _single(m, i, fp.amount, fp.exact_in, plan.cost, fp.v, lenient=False)
-                if alone is not None and alone.value >= fp.value - margin:
-                    return False
-    return True
 
 
 def _cannot_fill(

@@ -38,7 +38,8 @@ from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, Hop, Leg, _best_single, _Model, _model, _single, legs_json
+from router.route import Direction, Hop, Leg, _best_single, _Model, _model, _single
+from router.wire import legs_json
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,

@@ -24,7 +24,8 @@ from router.errors import ErrorCode, RouterError
 from router.params import QuoteRequest, RouterConfig, Side
 from router.pools import BCH, Pool, PoolBook
 from router.quotes import fee_on, gross_for_net, quote
-from router.route import Direction, Hop, max_pools_for, solve_hop
+from router.route import Direction, Hop, solve_hop
+from router.txsize import max_pools_for
 from tests.router.helpers import (
     FEE_WALLET,
     LARGEST_POOL_DUST,

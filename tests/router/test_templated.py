@@ -40,7 +40,8 @@ from router.build import BuildResult, build
 from router.params import RouterConfig, parse_build_params
 from router.pools import PoolBook
 from router.quotes import Quote
-from router.route import Direction, Hop, Leg, legs_json_parts
+from router.route import Direction, Hop, Leg
+from router.wire import legs_json_parts
 from tests.router.helpers import (
     FEE_WALLET,
     OTHER,
