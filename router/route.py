@@ -32,6 +32,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from itertools import repeat
 from operator import add, attrgetter, gt, itemgetter, sub
 from typing import Any
@@ -126,22 +127,67 @@ class Leg:
 Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
 
 
-@dataclass(frozen=True, slots=True)
 class Hop:
-    """The legs trading one token in one direction, and their totals."""
+    """The legs trading one token in one direction, and their totals.
 
-    token_id: str
-    direction: Direction
-    legs: tuple[Leg, ...]
-    # Made with the legs (`_Model.hop`), which the quote and the builder then ask for: the
-    # totals in and out, and the bytes the pools add to the transaction (inputs and outputs).
-    totals: tuple[int, int] | None = field(default=None, compare=False, repr=False)
-    size: int | None = field(default=None, compare=False, repr=False)
-    _columns: Columns | None = field(default=None, init=False, compare=False, repr=False)
-    # (amounts in, amounts out) of the legs, in order, when the route made them (`_Model.hop`).
-    _amounts: tuple[Sequence[int], Sequence[int]] | None = field(
-        default=None, init=False, compare=False, repr=False
-    )
+    A hop the route makes (`Hop.of_columns`) holds its legs as columns (pools, sats after,
+    tokens after) with the totals, the pool bytes and the amounts; the `Leg` objects are made
+    only if something reads `legs` (tests, the CLI's plain JSON), never on the daemon's path.
+    Equal to, and hashing as, the `Hop` of the same legs."""
+
+    def __init__(
+        self,
+        token_id: str,
+        direction: Direction,
+        legs: tuple[Leg, ...] = (),
+        totals: tuple[int, int] | None = None,
+        size: int | None = None,
+    ) -> None:
+        self.token_id = token_id
+        self.direction = direction
+        # Made with the legs (`_Model.hop`), which the quote and the builder then ask for: the
+        # totals in and out, and the bytes the pools add to the transaction.
+        self.totals = totals
+        self.size = size
+        self._columns: Columns | None = None
+        # (amounts in, amounts out) of the legs, in order, when the route made them.
+        self._amounts: tuple[Sequence[int], Sequence[int]] | None = None
+        self.__dict__["legs"] = legs  # the cached_property's value
+
+    @classmethod
+    def of_columns(
+        cls,
+        token_id: str,
+        direction: Direction,
+        columns: Columns,
+        totals: tuple[int, int],
+        size: int,
+        amounts: tuple[Sequence[int], Sequence[int]] | None = None,
+    ) -> Hop:
+        hop = cls.__new__(cls)
+        hop.token_id, hop.direction, hop.totals, hop.size = token_id, direction, totals, size
+        hop._columns, hop._amounts = columns, amounts
+        return hop
+
+    @cached_property
+    def legs(self) -> tuple[Leg, ...]:
+        pools, sats, tokens = self.columns()
+        return tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hop):
+            return NotImplemented
+        return (self.token_id, self.direction, self.legs) == (
+            other.token_id,
+            other.direction,
+            other.legs,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.token_id, self.direction, self.legs))
+
+    def __repr__(self) -> str:
+        return f"Hop(token_id={self.token_id!r}, direction={self.direction!r}, legs={self.legs!r})"
 
     def amounts(self) -> tuple[Sequence[int], Sequence[int]] | None:
         """Each leg's amount in and amount out (columns), when the route made this hop."""
@@ -149,17 +195,16 @@ class Hop:
 
     def columns(self) -> Columns:
         """(pools, sats after, tokens after) of the legs, in order: what the builder, the gate
-        and the JSON read (a hop the route makes holds only these; see `_ColumnHop`)."""
+        and the JSON read."""
         found = self._columns
         if found is None:
             legs = self.legs
             afters = list(map(_after_of, legs))
-            found = (
+            found = self._columns = (
                 tuple(map(_pool_of, legs)),
                 tuple(map(_sats_of, afters)),
                 tuple(map(_tokens_of, afters)),
             )
-            object.__setattr__(self, "_columns", found)
         return found
 
     def count(self) -> int:
@@ -186,71 +231,6 @@ class Hop:
         return sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in self.legs)
 
 
-def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """The `__set__` of `cls`'s slot descriptors: `_Model.hop` fills frozen values with them
-    (what `object.__setattr__` ends up calling, without a frame per `__init__`)."""
-    slots = vars(cls)
-    return tuple(slots[name].__set__ for name in names)
-
-
-_hop_legs_slot = vars(Hop)["legs"]
-
-
-class _ColumnHop(Hop):
-    """A `Hop` as the route makes it: its columns (pools, sats after, tokens after), totals
-    and pool bytes; the `Leg` objects are made (by their plain constructors) only if
-    something reads `legs`. Equal to, and hashing as, the `Hop` of the same legs."""
-
-    __slots__ = ()
-
-    @property
-    def legs(self) -> tuple[Leg, ...]:
-        try:
-            made: tuple[Leg, ...] = _hop_legs_slot.__get__(self, Hop)
-        except AttributeError:
-            pools, sats, tokens = self.columns()
-            made = tuple(map(Leg, pools, map(PoolState, sats, tokens)))
-            _hop_legs_slot.__set__(self, made)
-        return made
-
-    def count(self) -> int:
-        return len(self.columns()[0])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Hop):
-            return NotImplemented
-        return (self.token_id, self.direction, self.legs) == (
-            other.token_id,
-            other.direction,
-            other.legs,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.token_id, self.direction, self.legs))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Hop, (self.token_id, self.direction, self.legs, self.totals, self.size))
-
-
-def _column_hop(
-    token_id: str,
-    direction: Direction,
-    columns: Columns,
-    totals: tuple[int, int],
-    size: int,
-    amounts: tuple[Sequence[int], Sequence[int]] | None = None,
-) -> Hop:
-    hop = _new(_ColumnHop)
-    _set(hop, "_amounts", amounts)
-    _set(hop, "token_id", token_id)
-    _set(hop, "direction", direction)
-    _set(hop, "totals", totals)
-    _set(hop, "size", size)
-    _set(hop, "_columns", columns)
-    return hop
-
-
-_set = object.__setattr__
 _pool_of = attrgetter("pool")
 _after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
@@ -261,7 +241,6 @@ _tokens_of = attrgetter("tokens")
 _WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)
 
 
-_new = object.__new__
 # A pool's input plus its re-created output, by the CompactSize width of its token amount.
 _TRADE_BY_WIDTH = tuple(
     POOL_INPUT_SIZE + pool_output_size(top) for top in (1, 0xFFFF, 0xFFFFFFFF, MAX_TOKEN_AMOUNT)
@@ -665,7 +644,7 @@ class _Model:
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
         after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
-        are made only if something asks (`_ColumnHop`); `tests/router/test_fast_paths.py`
+        are made only if something asks (`Hop.legs`); `tests/router/test_fast_paths.py`
         holds them equal to `leg`'s."""
         indices, xs, ys = chosen
         pools = tuple(map(self.pools.__getitem__, indices))
@@ -682,7 +661,7 @@ class _Model:
             if most <= top:
                 break
             size += step * sum(map(gt, tokens, repeat(top)))
-        return _column_hop(
+        return Hop.of_columns(
             token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
         )
 
