@@ -387,7 +387,7 @@ async def test_replies_and_pushes_are_text_frames() -> None:
         assert {orjson.loads(f).get("method") for f in frames} == {None, "tx.update"}
 
 
-# --- round 6: JSON bytes, legs, template widths, the signed copy, one-pass standardness --------
+# --- JSON bytes, legs, template widths, the signed copy, one-pass standardness --------
 
 
 def _orders() -> list[dict[str, object]]:
@@ -542,7 +542,7 @@ def test_unit_costs_are_in_for_out(
     assert m.out_caps([0]) == [cap]
 
 
-# --- round 8: a purchase's whole units and polish in one pass ------------------------------------
+# --- a purchase's whole units and polish in one pass ------------------------------------
 
 
 def _plain_units(
