@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from router.hop import Direction
 from router.pools import PoolBook
-from router.route import Direction, HopFootprint, _Model, _model, _single
+from router.route import HopFootprint, _single
+from router.solve.model import _Model, _model
 
 _INF = math.inf
 

@@ -16,7 +16,8 @@ from protocols.cauldron.formulas import PoolState
 from router.params import QuoteRequest, RouterConfig
 from router.pools import Pool
 from router.quotes import quote
-from router.route import Direction, Leg, _Model
+from router.route import Direction, Leg
+from router.solve.model import _Model
 from router.wire import columns_json_bytes, columns_json_parts, legs_json
 from tests.router.helpers import FEE_WALLET, TOKEN_A, TOKEN_B, make_pool, standard_book
 

@@ -21,10 +21,10 @@ from router.route import (
     Direction,
     HopFootprint,
     _best_single,
-    _model,
     _single,
     solve_hop,
 )
+from router.solve.model import _model
 from router.subscriptions import Kind, Subscriptions, canonical_params, evaluate
 from tests.router.helpers import (
     FEE_WALLET,

@@ -19,7 +19,8 @@ from router.build import build
 from router.errors import ErrorCode, RouterError
 from router.params import RouterConfig, parse_build_params
 from router.pools import BCH, PoolBook
-from router.route import Direction, _Model
+from router.route import Direction
+from router.solve.model import _Model
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
