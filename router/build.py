@@ -37,7 +37,8 @@ from router.errors import bad_request, insufficient_funds, route_failed, slippag
 from router.params import BuildRequest, FundingInput, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
 from router.quotes import Quote, quote
-from router.route import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST, Direction, HopFootprint
+from router.route import Direction, HopFootprint
+from router.txsize import FUNDING_INPUT_WORST, P2PKH_UNLOCK_WORST
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +382,7 @@ def build(
     trace: list[HopFootprint] | None = None,
 ) -> BuildResult:
     """Route, fund, assemble and gate one `tx.build` request (RouterError on any failure).
-    `trace` collects the footprint of every hop routed (see `route.footprint_holds`)."""
+    `trace` collects the footprint of every hop routed (see `footprints.footprint_holds`)."""
     req = request.quote
     sold, bought = _category(req.sell), _category(req.buy)
     usable, left_out = usable_funding(request.funding, sold, bought)

@@ -45,7 +45,8 @@ from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
 from router.quotes import Quote
-from router.route import P2PKH_UNLOCK_WORST, Columns
+from router.route import Columns
+from router.txsize import P2PKH_UNLOCK_WORST
 
 log = logging.getLogger("ladle.router.gate")
 

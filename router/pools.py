@@ -200,7 +200,7 @@ class Pool:
 
     @property
     def leg_json_parts(self) -> tuple[str, str]:
-        """The constant pieces of a leg's JSON object for this pool (`route.legs_json`): up to
+        """The constant pieces of a leg's JSON object for this pool (`wire.legs_json`): up to
         the direction's value, and the `sats_before`/`tokens_before` members. Ids are
         validated lowercase hex and the rest are integers, so nothing needs escaping."""
         parts = self._leg_json
@@ -216,7 +216,7 @@ class Pool:
 
     @property
     def leg_json_bytes(self) -> tuple[bytes, bytes, bytes]:
-        """`leg_json_parts` as the bytes `route.columns_json_bytes` splices between a leg's
+        """`leg_json_parts` as the bytes `wire.columns_json_bytes` splices between a leg's
         numbers: the opening up to `amount_in`'s value for a buying leg and for a selling
         one, and the piece from after `lp_fee`'s value up to `sats_after`'s. Made once."""
         buy, sell, mid = self._leg_buy, self._leg_sell, self._leg_mid

@@ -25,18 +25,9 @@ from bch.tx import TxOutput
 from router.errors import route_failed
 from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
-from router.route import (
-    FUNDING_INPUT_WORST,
-    Columns,
-    Direction,
-    Hop,
-    HopFootprint,
-    Leg,
-    columns_json_bytes,
-    legs_json,
-    max_pools_for,
-    solve_hop,
-)
+from router.route import Columns, Direction, Hop, HopFootprint, Leg, solve_hop
+from router.txsize import FUNDING_INPUT_WORST, max_pools_for
+from router.wire import columns_json_bytes, legs_json
 
 # --- router fee ------------------------------------------------------------------------------
 
@@ -175,7 +166,7 @@ class Quote:
 
     def to_json_bytes(self) -> bytes:
         """`orjson.dumps(self.to_json())`, with the legs written straight to JSON and the
-        prices taken with them (`route.columns_json_bytes`): what the daemon sends."""
+        prices taken with them (`wire.columns_json_bytes`): what the daemon sends."""
         return orjson.dumps(self.json_doc())
 
     def json_doc(self) -> dict[str, Any]:
@@ -249,7 +240,7 @@ def quote(
 ) -> Quote:
     """Route `request` over `book`. `funding_inputs` (default: 1, or 2 when selling a token)
     sizes the standard-size cap and the miner fee estimate; `max_pools` overrides the cap;
-    `trace` collects each hop's footprint (see `route.footprint_holds`)."""
+    `trace` collects each hop's footprint (see `footprints.footprint_holds`)."""
     sell, buy, amount, exact_in = request.sell, request.buy, request.amount, request.exact_in
     fee_per_byte = request.fee_per_byte or config.fee_per_byte
     if funding_inputs is None:

@@ -13,7 +13,7 @@ orders are routed again only when the change could move them: each routing recor
 footprint of its hops (`route.HopFootprint`: the pools the split admitted or traded, the
 entry point a pool must reach to join, the route's value); a change whose pools all stay
 outside it provably leaves the transaction as it was, so the order is not routed at all
-(`route.footprint_holds`). Errors have no footprint: an order in error is routed on every
+(`footprints.footprint_holds`). Errors have no footprint: an order in error is routed on every
 change of its tokens. Each push is
 handed to the subscriber's `deliver` callback as ready-made bytes; the daemon keeps only the
 latest one per subscription (see `daemon.Outbox`), so a slow subscriber never queues pushes.
@@ -35,10 +35,11 @@ import orjson
 from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError, build_failed
+from router.footprints import footprint_holds
 from router.params import BuildRequest, QuoteRequest, RouterConfig
 from router.pools import BCH, PoolBook, changed_pools
 from router.quotes import quote
-from router.route import HopFootprint, footprint_holds
+from router.route import HopFootprint
 
 log = logging.getLogger("router.subscriptions")
 

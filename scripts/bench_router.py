@@ -341,12 +341,56 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
+    """Only the in-process `tx.build` p50 at about 1, 10, 100 and 350 pools (no socket, no
+    daemon): seconds per run, so two trees can be alternated within a minute."""
+    from router.book import LiveBook
+    from router.errors import RouterError
+    from router.params import parse_quote_params
+    from router.quotes import quote
+
+    snap = make_snapshot()
+    book = LiveBook(snap).current()
+    config = RouterConfig(fee_bps=10, fee_address=FEE.token_address)
+
+    def pools_for(amount: int) -> int:
+        params = {"sell": "bch", "buy": BIG, "amount": str(amount)}
+        try:
+            return quote(book, parse_quote_params(params), config).pool_count
+        except RouterError:
+            return 10**9
+
+    rows = []
+    for legs in (1, 10, 100, 350):
+        lo, hi = 1_000, 10**12
+        while hi / lo > 1.02:
+            mid = int((lo * hi) ** 0.5)
+            lo, hi = (mid, hi) if pools_for(mid) < legs else (lo, mid)
+        params = order(hi)
+        for _ in range(20):  # warm the book's per-token caches
+            build(book, parse_build_params(params, config), config).to_json_bytes()
+        samples = []
+        for _ in range(max(20, args.requests)):
+            t0 = time.perf_counter()
+            build(book, parse_build_params(params, config), config).to_json_bytes()
+            samples.append((time.perf_counter() - t0) * 1000)
+        rows.append({"legs": pools_for(hi), "build_inprocess_p50": pct(samples, 0.5)})
+    print("tx.build in-process p50: " + ", ".join(
+        f"{r['legs']} pools {r['build_inprocess_p50']:.3f} ms" for r in rows))  # fmt: skip
+    return {"machine": platform.platform(), "inprocess": rows}
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--inprocess-only",
+        action="store_true",
+        help="only the in-process tx.build p50s (seconds; for A/B runs of two trees)",
+    )
     ns = parser.parse_args()
-    result = asyncio.run(main(ns))
+    result = inprocess_only(ns) if ns.inprocess_only else asyncio.run(main(ns))
     if ns.json:
         Path(ns.json).write_text(json.dumps(result, indent=2))

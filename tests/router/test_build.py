@@ -18,7 +18,7 @@ from router.build import BuildResult, build
 from router.errors import ErrorCode, RouterError
 from router.params import RouterConfig, parse_build_params
 from router.pools import BCH, PoolBook
-from router.route import P2PKH_UNLOCK_WORST
+from router.txsize import P2PKH_UNLOCK_WORST
 from tests.router.helpers import (
     FEE_WALLET,
     OTHER,

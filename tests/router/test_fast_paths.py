@@ -31,14 +31,17 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router import gate
-from router import route as route_module
 from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, Hop, Leg, _best_single, _Model, _model, _single, legs_json
+from router.route import Direction, Hop, Leg, _best_single, _single
+from router.solve import continuous, integer
+from router.solve import model as solve_model
+from router.solve.model import _Model, _model
+from router.wire import legs_json
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
@@ -386,7 +389,7 @@ async def test_replies_and_pushes_are_text_frames() -> None:
         assert {orjson.loads(f).get("method") for f in frames} == {None, "tx.update"}
 
 
-# --- round 6: JSON bytes, legs, template widths, the signed copy, one-pass standardness --------
+# --- JSON bytes, legs, template widths, the signed copy, one-pass standardness --------
 
 
 def _orders() -> list[dict[str, object]]:
@@ -541,7 +544,7 @@ def test_unit_costs_are_in_for_out(
     assert m.out_caps([0]) == [cap]
 
 
-# --- round 8: a purchase's whole units and polish in one pass ------------------------------------
+# --- a purchase's whole units and polish in one pass ------------------------------------
 
 
 def _plain_units(
@@ -596,7 +599,7 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
     members = rng.sample(range(len(m)), rng.randint(0, len(m)))
     rates = [*m.vmax, *m.vmin]
     v = rng.choice(rates) * share if rates else 0.0
-    alloc = route_module._allocation(m, members, v)
+    alloc = continuous._allocation(m, members, v)
     try:
         expected = _plain_units(m, alloc)
     except ValueError:
@@ -609,18 +612,18 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
     got_caps = {i: got[1][i] for i in got[0]}
     assert (got[0], got_caps, got[2], [divmod(key, 2**32) for key in got[3]]) == expected
     assert [got[1][i] for i in range(len(m))] == m.out_caps(range(len(m)))
-    assert sorted(got[3]) == [route_module._unit_key(*entry) for entry in sorted(expected[3])]
+    assert sorted(got[3]) == [solve_model._unit_key(*entry) for entry in sorted(expected[3])]
     get, caps, pay, heap = expected
     if any(step < 1 for step, _ in heap):
         return  # free units: the route polishes only where a token costs ≥ 1 sat
-    mine = (dict(get), dict(pay), [route_module._unit_key(*entry) for entry in heap])
+    mine = (dict(get), dict(pay), [solve_model._unit_key(*entry) for entry in heap])
     try:
         left = _plain_polish(m, heap, pay, get, caps, spare)
     except ValueError:
         with pytest.raises(ValueError):
-            route_module._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare)
+            integer._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare)
         return
-    assert route_module._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare) == left
+    assert integer._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare) == left
     assert (mine[0], mine[1]) == (get, pay)
 
 

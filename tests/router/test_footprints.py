@@ -14,17 +14,17 @@ from hypothesis import strategies as st
 from indexer.snapshot import PoolSnapshot
 from router.book import LiveBook
 from router.errors import RouterError
+from router.footprints import footprint_holds
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import BCH, Pool, PoolBook, changed_pools
 from router.route import (
     Direction,
     HopFootprint,
     _best_single,
-    _model,
     _single,
-    footprint_holds,
     solve_hop,
 )
+from router.solve.model import _model
 from router.subscriptions import Kind, Subscriptions, canonical_params, evaluate
 from tests.router.helpers import (
     FEE_WALLET,

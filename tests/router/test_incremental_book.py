@@ -13,7 +13,8 @@ from bch.tx import OutPoint
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from router.book import LiveBook, to_pool
 from router.pools import PoolBook
-from router.route import Direction, _Model, _model_key
+from router.route import Direction
+from router.solve.model import _Model, _model_key
 from tests.router.helpers import TOKEN_A, TOKEN_B
 
 _FIELDS = ("vmax", "a", "b", "c", "vmin", "cap_in", "cap_out", "size", "by_vmin", "by_depth")

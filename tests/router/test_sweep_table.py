@@ -1,6 +1,7 @@
-"""The recorded sweep (`route._SweepTable`, what `_split` asks through `_Plan.sweep`) stops
-where the walking `_sweep` stops, with the same rate, members and `jumped`, whatever orders
-came before it on the same plan (the table is extended lazily and shared)."""
+"""The recorded sweep (`solve.continuous._SweepTable`, what `_split` asks through
+`_Plan.sweep`) stops where the walking `_sweep` stops, with the same rate, members and
+`jumped`, whatever orders came before it on the same plan (the table is extended lazily and
+shared)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from hypothesis import strategies as st
 
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
-from router.route import Direction, _Model, _sweep
+from router.route import Direction
+from router.solve.continuous import _sweep
+from router.solve.model import _Model
 from tests.router.helpers import TOKEN_A, make_pool
 
 pool_states = st.one_of(

@@ -1,6 +1,6 @@
-"""Round 9's shortcuts give what the plain code gave: a funding input is refused exactly when
-it is a pool the trade spends (looked up in the book, not against every leg), `PoolBook.find`
-is a search of the book, and a hop's pool bytes counted by width steps are the sum over legs."""
+"""A funding input is refused exactly when it is a pool the trade spends (looked up in the
+book, not against every leg), `PoolBook.find` is a search of the book, and a hop's pool bytes
+counted by width steps are the sum over legs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from router.build import build
 from router.errors import ErrorCode, RouterError
 from router.params import RouterConfig, parse_build_params
 from router.pools import BCH, PoolBook
-from router.route import Direction, _Model
+from router.route import Direction
+from router.solve.model import _Model
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,

@@ -1,5 +1,5 @@
-"""Session 6's fast paths give exactly what the reference paths give: the legs' JSON written
-by column (`route.columns_json_bytes`) is `columns_json_parts`' text and prices, with or
+"""Per-column paths give exactly what the per-leg ones give: the legs' JSON written
+by column (`wire.columns_json_bytes`) is `columns_json_parts`' text and prices, with or
 without the hop's amount columns; a purchase's per-pool columns follow the model they were
 made for; the route's amount columns are the legs' own amounts."""
 
@@ -16,14 +16,9 @@ from protocols.cauldron.formulas import PoolState
 from router.params import QuoteRequest, RouterConfig
 from router.pools import Pool
 from router.quotes import quote
-from router.route import (
-    Direction,
-    Leg,
-    _Model,
-    columns_json_bytes,
-    columns_json_parts,
-    legs_json,
-)
+from router.route import Direction, Leg
+from router.solve.model import _Model
+from router.wire import columns_json_bytes, columns_json_parts, legs_json
 from tests.router.helpers import FEE_WALLET, TOKEN_A, TOKEN_B, make_pool, standard_book
 
 _CONFIG = RouterConfig(fee_address=FEE_WALLET.token_address)

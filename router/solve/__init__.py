@@ -1,0 +1,2 @@
+"""The route search's exact core: the per-token model, the continuous split, the integer
+allocation. Pure: no I/O, no clock."""

@@ -1,0 +1,323 @@
+"""The continuous split: the sweep down the breakpoints (entry and saturation points), the
+recorded sweep table, and the water-fill of a fixed pool set.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from router.hop import Direction
+
+if TYPE_CHECKING:
+    from router.solve.model import _Model
+
+_INF = math.inf
+
+
+# --- the continuous sweep --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    cost: list[float]  # sats of miner fee each pool's bytes cost
+    order: list[int]  # pools by descending entry point (only those that ever pay for bytes)
+    enter: list[float]  # their entry points, aligned with `order`
+    min_cost: float  # the cheapest pool's byte cost: bounds every pool's value from above
+    enter_at: list[float]  # every pool's entry point, by model index (≤ 0: never admitted)
+    # The sweep of this plan's breakpoints, exact in and exact out (`_SweepTable`), recorded
+    # as far as orders have needed it.
+    tables: dict[bool, _SweepTable] = field(default_factory=dict, compare=False, repr=False)
+
+    def sweep(self, m: _Model, target: float, exact_in: bool, limit: int) -> _Fill:
+        """`_sweep(m, self.order, self.enter, m.by_vmin, target, exact_in, limit)`."""
+        table = self.tables.get(exact_in)
+        if table is None:
+            table = self.tables.setdefault(
+                exact_in, _SweepTable(m, self.order, self.enter, m.by_vmin, exact_in)
+            )
+        return table.fill(target, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fill:
+    v: float  # the common √rate; 0 when the members cannot fill the order
+    members: list[int]  # model indices admitted by the sweep
+    jumped: bool = False  # the last member's admission overshot the order (see _sweep)
+
+
+def _sweep(
+    m: _Model,
+    order: Sequence[int],
+    enter: Sequence[float],
+    sat_order: Sequence[int],
+    target: float,
+    exact_in: bool,
+    limit: int | None = None,
+) -> _Fill:
+    """Walk the breakpoints from the best rate down until the pools admitted so far fill
+    `target`. `enter[j]` is where pool `order[j]` is admitted (descending); `sat_order` lists
+    the candidates by descending v_min. The fill is linear in 1/v (exact in) or v (exact out)
+    between breakpoints, so the crossing is solved in closed form.
+
+    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
+    overshoots the order the sweep stops with `jumped` and the caller re-solves that set. It
+    also stops, unsolved (v = 0), once more than `limit` pools are admitted.
+    """
+    a_arr, vmin = m.a, m.vmin
+    off = m.b if exact_in else m.c  # per-pool constant of the linear form
+    cap = m.cap_in if exact_in else m.cap_out
+    sum_a = sum_k = sat_total = 0.0
+    state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
+    members: list[int] = []
+    most = limit if limit is not None else len(m)
+    ei = si = 0
+    n_e, n_s = len(order), len(sat_order)
+    while True:
+        ve = enter[ei] if ei < n_e else 0.0
+        vs = vmin[sat_order[si]] if si < n_s else 0.0
+        if vs > ve and state[sat_order[si]] != 1:
+            si += 1  # saturates before it is admitted (it will enter saturated) or never enters
+            continue
+        v_next = ve if ve >= vs else vs
+        if exact_in:
+            if v_next > 0.0:
+                fill = sum_a / v_next - sum_k + sat_total
+            else:
+                fill = _INF if sum_a > 0.0 else sat_total
+        else:
+            fill = sum_k - sum_a * v_next + sat_total
+        if fill >= target and sum_a > 0.0:
+            if exact_in:
+                v = sum_a / (target + sum_k - sat_total)
+            else:
+                v = (sum_k + sat_total - target) / sum_a
+            return _Fill(max(v, v_next), members)
+        if v_next <= 0.0:
+            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
+        if ve >= vs:
+            if len(members) >= most:
+                return _Fill(0.0, members)
+            i = order[ei]
+            ei += 1
+            members.append(i)
+            if ve > vmin[i]:
+                state[i] = 1
+                sum_a += a_arr[i]
+                sum_k += off[i]
+                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+            else:
+                state[i] = 2
+                sat_total += cap[i]
+                gained = cap[i]
+            if gained > 0.0 and fill + gained >= target:
+                return _Fill(0.0, members, jumped=True)
+        else:
+            i = sat_order[si]
+            si += 1
+            state[i] = 2
+            sum_a -= a_arr[i]
+            sum_k -= off[i]
+            sat_total += cap[i]
+
+
+class _SweepTable:
+    """`_sweep` of one breakpoint sequence, recorded once for every order on it.
+
+    The walk (which pools are admitted or saturate, in which order, and the running sums)
+    depends on the model and the plan only, not on the order's amount; the amount only
+    decides where it stops. So the walk is recorded at each breakpoint it checks (the sums,
+    the fill there, and for an admission the fill just after it), extended lazily as far as
+    orders need it, and an order finds its stop by bisection on the running maximum of those
+    fills (the first breakpoint reaching the target; a running maximum, so float rounding
+    cannot make it differ from the walk's first). Members are a prefix of `order`. The
+    result is `_sweep`'s exactly (`tests/router/test_sweep_table.py`)."""
+
+    __slots__ = (
+        "_a",
+        "_admitted",
+        "_cap",
+        "_done",
+        "_ei",
+        "_enter",
+        "_exact_in",
+        "_fills",
+        "_lock",
+        "_off",
+        "_order",
+        "_sat_order",
+        "_sat_total",
+        "_si",
+        "_state",
+        "_sum_a",
+        "_sum_k",
+        "_sums",
+        "_top",
+        "_v_next",
+        "_vmin",
+    )
+
+    def __init__(
+        self,
+        m: _Model,
+        order: list[int],
+        enter: Sequence[float],
+        sat_order: Sequence[int],
+        exact_in: bool,
+    ) -> None:
+        self._order = order
+        self._enter = enter
+        self._sat_order = sat_order
+        self._exact_in = exact_in
+        self._a = m.a
+        self._vmin = m.vmin
+        self._off = m.b if exact_in else m.c
+        self._cap = m.cap_in if exact_in else m.cap_out
+        self._state = [0] * len(m)
+        self._ei = self._si = 0
+        self._sum_a = self._sum_k = self._sat_total = 0.0
+        self._done = False
+        # Per breakpoint checked: the fill there, (sum_a, sum_k, sat_total), v_next, members
+        # so far; `_top`: running maximum of the fill (when it can stop there) and of the fill
+        # after an admission; `_admitted[n]`: the breakpoint admitting the (n+1)-th member.
+        self._fills: list[float] = []
+        self._sums: list[tuple[float, float, float]] = []
+        self._v_next: list[float] = []
+        self._top: list[float] = []
+        self._admitted: list[int] = []
+        self._lock = threading.Lock()
+
+    def fill(self, target: float, limit: int) -> _Fill:
+        top, admitted = self._top, self._admitted
+        if not (self._done or (top and top[-1] >= target) or len(admitted) > limit):
+            with self._lock:
+                self._extend(target, limit)
+        j = bisect_left(top, target)  # the first breakpoint where the order can stop
+        hard = len(top)  # where the walk stops whatever the target: the pool limit, or the end
+        if limit < len(admitted):
+            hard = admitted[limit]
+        elif self._done:
+            hard = len(top) - 1
+        if j <= hard:
+            fill = self._fills[j]
+            sum_a, sum_k, sat_total = self._sums[j]
+            if fill >= target and sum_a > 0.0:
+                if self._exact_in:
+                    v = sum_a / (target + sum_k - sat_total)
+                else:
+                    v = (sum_k + sat_total - target) / sum_a
+                v_next = self._v_next[j]
+                return _Fill(max(v, v_next), self._order[: self._member_count(j)])
+            if j < hard:  # the admission there overshoots the order
+                return _Fill(0.0, self._order[: self._member_count(j) + 1], jumped=True)
+        return _Fill(0.0, self._order[: self._member_count(hard)])
+
+    def _member_count(self, j: int) -> int:
+        """Members admitted before breakpoint j."""
+        return bisect_left(self._admitted, j)
+
+    def _extend(self, target: float, limit: int) -> None:
+        """Walk on (as `_sweep` does) until a recorded fill reaches `target`, more than
+        `limit` pools are admitted, or the breakpoints end."""
+        order, enter, sat_order = self._order, self._enter, self._sat_order
+        a_arr, vmin, off, cap, state = self._a, self._vmin, self._off, self._cap, self._state
+        exact_in = self._exact_in
+        fills, sums, v_nexts, top, admitted = (
+            self._fills,
+            self._sums,
+            self._v_next,
+            self._top,
+            self._admitted,
+        )
+        ei, si = self._ei, self._si
+        sum_a, sum_k, sat_total = self._sum_a, self._sum_k, self._sat_total
+        n_e, n_s = len(order), len(sat_order)
+        high = top[-1] if top else -_INF
+        done = self._done
+        while not done and high < target and len(admitted) <= limit:
+            ve = enter[ei] if ei < n_e else 0.0
+            vs = vmin[sat_order[si]] if si < n_s else 0.0
+            if vs > ve and state[sat_order[si]] != 1:
+                si += 1
+                continue
+            v_next = ve if ve >= vs else vs
+            if exact_in:
+                if v_next > 0.0:
+                    fill = sum_a / v_next - sum_k + sat_total
+                else:
+                    fill = _INF if sum_a > 0.0 else sat_total
+            else:
+                fill = sum_k - sum_a * v_next + sat_total
+            fills.append(fill)
+            sums.append((sum_a, sum_k, sat_total))
+            v_nexts.append(v_next)
+            if sum_a > 0.0 and fill > high:
+                high = fill
+            if v_next <= 0.0:
+                done = True
+            elif ve >= vs:
+                admitted.append(len(fills) - 1)
+                i = order[ei]
+                ei += 1
+                if ve > vmin[i]:
+                    state[i] = 1
+                    sum_a += a_arr[i]
+                    sum_k += off[i]
+                    gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+                else:
+                    state[i] = 2
+                    sat_total += cap[i]
+                    gained = cap[i]
+                if gained > 0.0 and fill + gained > high:
+                    high = fill + gained
+            else:
+                i = sat_order[si]
+                si += 1
+                state[i] = 2
+                sum_a -= a_arr[i]
+                sum_k -= off[i]
+                sat_total += cap[i]
+            top.append(high)
+        self._ei, self._si = ei, si
+        self._sum_a, self._sum_k, self._sat_total = sum_a, sum_k, sat_total
+        self._done = done  # after the last breakpoint's records (`fill` reads them unlocked)
+
+
+def _plain_fill(m: _Model, members: Iterable[int], target: float, exact_in: bool) -> _Fill:
+    """Water-fill exactly this set of pools (no byte costs: each trades from its v_max)."""
+    order = sorted(members)  # model order is v_max order
+    sat_order = sorted(order, key=m.vmin.__getitem__, reverse=True)
+    return _sweep(m, order, [m.vmax[i] for i in order], sat_order, target, exact_in)
+
+
+def _allocation(m: _Model, members: Iterable[int], v: float) -> list[tuple[int, float, float]]:
+    """(pool, in, out) at the common √rate v, for the pools that trade at all."""
+    out: list[tuple[int, float, float]] = []
+    add = out.append
+    vmax, vmin, a_, b_, c_ = m.vmax, m.vmin, m.a, m.b, m.c
+    for i in members:
+        if v >= vmax[i]:
+            continue
+        if v <= vmin[i]:
+            add((i, m.cap_in[i], m.cap_out[i]))
+        else:
+            a = a_[i]
+            add((i, a / v - b_[i], c_[i] - a * v))
+    return out
+
+
+def _entry_points(m: _Model, pool_cost: Sequence[float]) -> list[float]:
+    """Where each pool's surplus over the margin pays for its bytes (cost in sats).
+
+    Buying: surplus b·(v_max − v)² tokens against cost·v² tokens → v ≤ v_max / (1 + √(cost/b)).
+    Selling: surplus T·(v_max − v)² sats against cost sats → v ≤ v_max − √(cost/T).
+    """
+    if m.direction is Direction.BUY:
+        return [
+            vm / (1.0 + math.sqrt(c / b)) for vm, c, b in zip(m.vmax, pool_cost, m.b, strict=True)
+        ]
+    return [vm - math.sqrt(c / b) for vm, c, b in zip(m.vmax, pool_cost, m.b, strict=True)]

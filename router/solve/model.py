@@ -1,0 +1,531 @@
+"""The per-token model: a token's usable pools in one direction, sorted by the rate at which
+they start to trade, with the contract's exact per-pool arithmetic inline.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
+from operator import add, gt, sub
+
+from bch.token import MAX_TOKEN_AMOUNT
+from bch.tx import MAX_SATS
+from protocols.cauldron.formulas import (
+    LP_FEE_DEN,
+    LP_FEE_NUM,
+    PoolState,
+    buy_tokens_exact_in,
+    buy_tokens_exact_out,
+    sell_tokens_exact_in,
+    sell_tokens_exact_out,
+)
+from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, Leg, _sats_of, _tokens_of
+from router.pools import (
+    Pool,
+    PoolBook,
+    pool_reserve,
+    sell_input_limit,
+)
+from router.solve.continuous import _entry_points, _Plan
+
+GAMMA = 997 / 1000
+_KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
+PHI = 1000 / 1003
+_INF = math.inf
+
+
+# A solution's legs as columns: model indices (ascending), inputs, outputs.
+_LegColumns = tuple[Sequence[int], Sequence[int], Sequence[int]]
+
+
+# --- the per-token model ---------------------------------------------------------------------
+
+
+def _sell_out_cap(pool: Pool) -> int:
+    """Most sats a sale may take: the pool keeps the dust threshold of its re-created output
+    for its token amount after the sale, which stays within 2^63−1 (`pools.sell_out_cap`)."""
+    return pool.sell_cap
+
+
+_Row = tuple[float, float, float, float, float, Pool]  # v_max, a, b, c, v_min, pool
+
+
+def _row(pool: Pool, direction: Direction) -> _Row | None:
+    """A pool's closed-form coefficients in one direction (None: unusable that way)."""
+    x, t = pool.sats, pool.tokens
+    k = x * t
+    if direction is Direction.BUY:
+        if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
+            return None  # must keep one token / cannot take more sats
+        a = math.sqrt(k / GAMMA)
+        b = x / GAMMA
+        c = float(t)
+        vmax = math.sqrt(GAMMA * t / x)
+        vmin = max(1.0 / a, a / (MAX_SATS - x + b))
+    else:
+        if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
+            return None
+        a = math.sqrt(PHI * k)
+        b = float(t)
+        c = PHI * x
+        vmax = math.sqrt(PHI * x / t)
+        # Where the reserve binds: the continuous payout c − a·v reaches the cap.
+        vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
+    if not vmin < vmax:
+        return None
+    return (vmax, a, b, c, vmin, pool)
+
+
+def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
+    """A row's place in a model: v_max descending, then the outpoint (the book's order)."""
+    return (-row[0], row[5].key)
+
+
+# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`Pool.buy_cap`),
+# k − 1 (k = sats · tokens), the sats, the tokens (0 when the pool holds no sats, so the inline
+# arithmetic never applies to it), and MAX_SATS − sats (the most a purchase may pay).
+_PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
+# A purchase's caps by model index: the model's own column (`buy_units`) or a dict of the legs'.
+_Caps = Sequence[int] | dict[int, int]
+
+
+def _purchase_columns(pools: Sequence[Pool]) -> _PurchaseColumns:
+    return (
+        [pool.buy_cap for pool in pools],
+        [pool.sats * pool.tokens - 1 for pool in pools],
+        [pool.sats for pool in pools],
+        [pool.tokens if pool.sats >= 1 else 0 for pool in pools],
+        [MAX_SATS - pool.sats for pool in pools],
+    )
+
+
+class _Model:
+    """One token's pools in one direction, sorted by v_max (best rate first), with the closed
+    form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
+
+    __slots__ = (
+        "_buy_cols",
+        "_depth_max",
+        "_plans",
+        "_position",
+        "a",
+        "b",
+        "by_depth",
+        "by_vmin",
+        "c",
+        "cap_in",
+        "cap_out",
+        "direction",
+        "neg_depth",
+        "neg_vmax",
+        "pools",
+        "rows",
+        "size",
+        "vmax",
+        "vmin",
+    )
+
+    def __init__(self, pools: Iterable[Pool], direction: Direction) -> None:
+        rows = [row for row in (_row(pool, direction) for pool in pools) if row is not None]
+        rows.sort(key=lambda r: -r[0])  # stable: ties keep the book's (outpoint) order
+        self._init(rows, direction)
+
+    @classmethod
+    def _from_rows(cls, rows: list[_Row], direction: Direction) -> _Model:
+        model = cls.__new__(cls)
+        model._init(rows, direction)
+        return model
+
+    def _init(self, rows: list[_Row], direction: Direction) -> None:
+        self.direction = direction
+        self.rows = rows
+        self.vmax = [r[0] for r in rows]
+        self.a = [r[1] for r in rows]
+        self.b = [r[2] for r in rows]
+        self.c = [r[3] for r in rows]
+        self.vmin = [r[4] for r in rows]
+        self.pools = [r[5] for r in rows]
+        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _ in rows]
+        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _ in rows]
+        self.size = [p.trade_size for p in self.pools]
+        self.by_vmin = sorted(range(len(rows)), key=self.vmin.__getitem__, reverse=True)
+        self.by_depth = sorted(range(len(rows)), key=self.cap_out.__getitem__, reverse=True)
+        self.neg_vmax = [-v for v in self.vmax]  # ascending, for bisect
+        self.neg_depth = [-self.cap_out[i] for i in self.by_depth]
+        self._plans: dict[float, _Plan] = {}
+        self._position: dict[tuple[str, int], int] | None = None
+        self._depth_max: list[int] | None = None
+        self._buy_cols: _PurchaseColumns | None = None
+
+    def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
+        """This model after a few pools of its token left (`removed`, as this model holds
+        them) and others joined (`added`): their rows are taken out and re-inserted by bisect
+        at their rank, so the result equals a model built afresh on the new pools (the
+        order is v_max descending, ties by outpoint, as the stable sort of the book leaves
+        it) without recomputing or re-sorting the 2,000 unchanged rows."""
+        rows = list(self.rows)
+        gone = sorted(
+            (i for i in (self.position(p.key) for p in removed) if i is not None), reverse=True
+        )
+        for i in gone:
+            del rows[i]
+        for pool in added:
+            row = _row(pool, self.direction)
+            if row is not None:
+                insort(rows, row, key=_row_rank)
+        return _Model._from_rows(rows, self.direction)
+
+    def depth_max(self) -> list[int]:
+        """Running maximum, in model (v_max) order, of the reserve a single-pool trade's
+        output bound grows with: sats when buying, tokens when selling (`_best_single`).
+        Made once per model, so every order on this book shares it."""
+        found = self._depth_max
+        if found is None:
+            found = []
+            top = 0
+            buying = self.direction is Direction.BUY
+            for pool in self.pools:
+                top = max(top, pool.sats if buying else pool.tokens)
+                found.append(top)
+            self._depth_max = found
+        return found
+
+    def position(self, key: tuple[str, int]) -> int | None:
+        """The model index of the pool with outpoint `key` (None: not usable this way)."""
+        if self._position is None:
+            self._position = {p.key: i for i, p in enumerate(self.pools)}
+        return self._position.get(key)
+
+    def __len__(self) -> int:
+        return len(self.pools)
+
+    def plan(self, fee_per_byte: float) -> _Plan:
+        """Byte costs and the entry order for one fee rate (cached: rates rarely vary)."""
+        plan = self._plans.get(fee_per_byte)
+        if plan is None:
+            cost = [fee_per_byte * s for s in self.size]
+            enter = _entry_points(self, cost)
+            order = sorted(range(len(self)), key=enter.__getitem__, reverse=True)
+            order = [i for i in order if enter[i] > 0.0]
+            plan = _Plan(cost, order, [enter[i] for i in order], min(cost, default=0.0), enter)
+            if len(self._plans) >= 8:
+                self._plans.clear()
+            self._plans[fee_per_byte] = plan
+        return plan
+
+    def single_cost_bound(self, i: int, amount: int) -> float:
+        """A lower bound on pool i's exact input for `amount` output alone (the continuous
+        input, less two units); infinite if the pool cannot deliver it."""
+        pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
+        if self.direction is Direction.BUY:
+            if amount >= t:
+                return _INF
+            return (x * t / (t - amount) - x) / GAMMA - 2.0
+        # The contract's fee floor can save up to one sat of the payout: price amount − 1.
+        net = x - (amount - 1) / PHI
+        if net <= 0.0:
+            return _INF
+        return x * t / net - t - 2.0
+
+    def single_bound(self, i: int, amount: int) -> float:
+        """An upper bound on pool i's exact output for `amount` input alone: the continuous
+        output, plus one unit for the contract's ceiling division, with the fee floor's gain
+        (< 1/γ sats of input when buying, < 1 sat of output when selling)."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            x = amount + 1.0 / GAMMA + 1e-9 * amount
+            return pool.tokens * GAMMA * x / (pool.sats + GAMMA * x) * (1 + 1e-12) + 1.0
+        return PHI * pool.sats * amount / (pool.tokens + amount) * (1 + 1e-12) + 2.0
+
+    # exact per-pool arithmetic (integers; the contract's formulas) --------------------------
+
+    def in_cap(self, i: int) -> int:
+        """Most input worth paying pool i (beyond it the output no longer grows)."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            limit = MAX_SATS - pool.sats
+            try:
+                return min(limit, buy_tokens_exact_out(pool.state, pool.buy_cap))
+            except ValueError:
+                return limit
+        limit = sell_input_limit(pool.sats, pool.tokens)
+        try:
+            return min(limit, sell_tokens_exact_out(pool.state, _sell_out_cap(pool)))
+        except ValueError:
+            return limit
+
+    def out_cap(self, i: int) -> int:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return pool.buy_cap
+        return _sell_out_cap(pool)
+
+    # The route evaluates these thousands of times per order, so the common case is the
+    # contract's arithmetic inline (the same integer expressions as `protocols.cauldron.
+    # formulas`, which `tests/router/test_route.py` holds them to); anything near a limit or
+    # invalid goes to the formula itself, which also raises the same errors.
+
+    def out_for_in(self, i: int, amount_in: int) -> int:
+        pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
+        if self.direction is Direction.BUY:
+            if amount_in < 1 or x + amount_in > MAX_SATS or x < 1 or t < 1:
+                return buy_tokens_exact_in(pool.state, amount_in)
+            net = x + amount_in - amount_in * LP_FEE_NUM // LP_FEE_DEN
+            return t + (-(x * t) // net)  # t − ⌈k/net⌉
+        if amount_in < 1 or t + amount_in > MAX_TOKEN_AMOUNT or x < 1 or t < 1:
+            out = sell_tokens_exact_in(pool.state, amount_in)
+        else:
+            spare = x + (-(x * t) // (t + amount_in))  # x − ⌈k/(t + in)⌉
+            out = (LP_FEE_DEN * spare + LP_FEE_DEN - 1) // (LP_FEE_DEN + LP_FEE_NUM)
+        # Paying more tokens than the cap's payout needs can widen the amount: the reserve
+        # is that of the tokens actually held after the sale.
+        return max(0, min(out, x - pool_reserve(t + amount_in)))
+
+    def in_for_out(self, i: int, amount_out: int) -> int:
+        pool = self.pools[i]
+        x, t = pool.sats, pool.tokens
+        if self.direction is Direction.BUY:
+            if 1 <= amount_out < t and x >= 1:
+                missing = -(-(x * t) // (t - amount_out)) - x
+                sats_in = (
+                    0
+                    if missing <= 0
+                    else (LP_FEE_DEN * (missing - 1)) // (LP_FEE_DEN - LP_FEE_NUM) + 1
+                )
+                if x + sats_in <= MAX_SATS:
+                    return sats_in
+            return buy_tokens_exact_out(pool.state, amount_out)
+        if amount_out >= 1 and t >= 1:
+            net = x - amount_out - amount_out * LP_FEE_NUM // LP_FEE_DEN
+            if net >= 1:
+                tokens_in = -(-(x * t) // net) - t
+                if t + tokens_in <= MAX_TOKEN_AMOUNT:
+                    return tokens_in
+        return sell_tokens_exact_out(pool.state, amount_out)
+
+    def unit_costs(self, items: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """For each (pool i, output y ≥ 1, cap): `(in_for_out(i, y), in_for_out(i, y + 1) −
+        in_for_out(i, y))`, the second −1 when y is at the cap. Both amounts of a purchase in
+        one pass (the exact-in polish asks them for every leg), the same integer expressions
+        as `in_for_out`, which answers everything else; `test_fast_paths` holds them equal."""
+        out: list[tuple[int, int]] = []
+        add = out.append
+        pools = self.pools
+        in_for_out = self.in_for_out
+        if self.direction is Direction.BUY:
+            for i, y, cap in items:
+                pool = pools[i]
+                x, t = pool.sats, pool.tokens
+                if 1 <= y < cap and y + 1 < t and x >= 1:
+                    k = x * t
+                    missing = -(-k // (t - y)) - x
+                    now = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                    missing = -(-k // (t - y - 1)) - x
+                    more = 0 if missing <= 0 else (LP_FEE_DEN * (missing - 1)) // _KEEP + 1
+                    if x + more <= MAX_SATS:
+                        add((now, more - now))
+                        continue
+                now = in_for_out(i, y)
+                add((now, in_for_out(i, y + 1) - now if y < cap else -1))
+            return out
+        for i, y, cap in items:
+            now = in_for_out(i, y)
+            add((now, in_for_out(i, y + 1) - now if y < cap else -1))
+        return out
+
+    def purchase_columns(self) -> _PurchaseColumns:
+        """`_PurchaseColumns` of a buying model's pools, made once per model: every purchase
+        on this book reads them."""
+        cols = self._buy_cols
+        if cols is None:
+            cols = self._buy_cols = _purchase_columns(self.pools)
+        return cols
+
+    def buy_units(
+        self, members: Iterable[int], v: float
+    ) -> tuple[dict[int, int], Sequence[int], dict[int, int], list[int]]:
+        """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
+        split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
+        pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), its cap,
+        what it pays for them and the polish heap's entry (next unit's cost, pool;
+        `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
+        from them, as `test_fast_paths` holds them (the caps as the model's own column, read
+        by pool index). ValueError as `unit_costs` raises it."""
+        in_for_out = self.in_for_out
+        caps, k_less, sats, t_ok, room = self.purchase_columns()
+        vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
+        den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
+        get: dict[int, int] = {}
+        pay: dict[int, int] = {}
+        heap: list[int] = []
+        add = heap.append
+        for i in members:
+            if v >= vmax[i]:
+                continue  # not trading at this rate
+            out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
+            cap = caps[i]
+            y = int(out)
+            if y > cap:
+                y = cap
+            if y < 1:
+                continue
+            get[i] = y
+            t = t_ok[i]
+            if y < cap and y + 1 < t:
+                # `in_for_out`'s purchase with k − 1 made once per pool: the sats missing,
+                # ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the
+                # cost is ⌊1000·(missing − 1) / 997⌋ + 1 (positive operands throughout:
+                # CPython's floor division of a negative takes extra steps).
+                k1, x = k_less[i], sats[i]
+                now = (k1 // (t - y) - x) * den // keep + 1
+                more = (k1 // (t - y - 1) - x) * den // keep + 1
+                if more <= room[i]:
+                    pay[i] = now
+                    if more >= now:
+                        add((more - now) << shift | i)
+                    continue
+            now = in_for_out(i, y)
+            pay[i] = now
+            if y < cap:
+                step = in_for_out(i, y + 1) - now
+                if step >= 0:
+                    add(step << shift | i)
+        return get, caps, pay, heap
+
+    def out_caps(self, indices: Iterable[int]) -> list[int]:
+        """`out_cap` of each pool, the direction tested once."""
+        pools = self.pools
+        if self.direction is Direction.BUY:
+            return [pools[i].buy_cap for i in indices]
+        return [_sell_out_cap(pools[i]) for i in indices]
+
+    def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            after = PoolState(pool.sats + amount_in, pool.tokens - amount_out)
+        else:
+            after = PoolState(pool.sats - amount_out, pool.tokens + amount_in)
+        return Leg(pool, after)
+
+    def legs(self, chosen: Sequence[tuple[int, int, int]]) -> tuple[Leg, ...]:
+        """`leg` for each (pool, in, out) of a solution, the direction tested once."""
+        pools = self.pools
+        out: list[Leg] = []
+        add = out.append
+        if self.direction is Direction.BUY:
+            for i, x, y in chosen:
+                pool = pools[i]
+                add(Leg(pool, PoolState(pool.sats + x, pool.tokens - y)))
+        else:
+            for i, x, y in chosen:
+                pool = pools[i]
+                add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
+        return tuple(out)
+
+    def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
+        """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
+        after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
+        are made only if something asks (`Hop.legs`); `tests/router/test_fast_paths.py`
+        holds them equal to `leg`'s."""
+        indices, xs, ys = chosen
+        pools = tuple(map(self.pools.__getitem__, indices))
+        if self.direction is Direction.BUY:
+            sats = tuple(map(add, map(_sats_of, pools), xs))
+            tokens = tuple(map(sub, map(_tokens_of, pools), ys))
+        else:
+            sats = tuple(map(sub, map(_sats_of, pools), ys))
+            tokens = tuple(map(add, map(_tokens_of, pools), xs))
+        # The narrowest width's size for every leg, plus each step up for the legs past it.
+        size = len(tokens) * _TRADE_BY_WIDTH[0]
+        most = max(tokens, default=0)
+        for top, step in _WIDTH_STEPS:
+            if most <= top:
+                break
+            size += step * sum(map(gt, tokens, repeat(top)))
+        return Hop.of_columns(
+            token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
+        )
+
+    def rate_at_in(self, i: int, x: int) -> float:
+        """Marginal output per input unit after pool i has received `x` input units."""
+        pool = self.pools[i]
+        if self.direction is Direction.BUY:
+            return GAMMA * pool.tokens * pool.sats / (pool.sats + GAMMA * x) ** 2
+        return PHI * pool.sats * pool.tokens / (pool.tokens + x) ** 2
+
+    def rate_at_out(self, i: int, y: int) -> float:
+        """Marginal output per input unit after pool i has paid out `y` output units."""
+        pool = self.pools[i]
+        k = pool.sats * pool.tokens
+        if self.direction is Direction.BUY:
+            return GAMMA * (pool.tokens - y) ** 2 / k
+        return PHI * (pool.sats - y / PHI) ** 2 / k
+
+
+def _model_key(token_id: str, direction: Direction) -> tuple[str, str, Direction]:
+    return ("route-model", token_id, direction)
+
+
+def _model(book: PoolBook, token_id: str, direction: Direction) -> _Model:
+    return book.memo(
+        _model_key(token_id, direction), lambda: _Model(book.pools(token_id), direction)
+    )
+
+
+def prewarm(book: PoolBook, token_id: str) -> None:
+    """Build a token's models (both directions) now, so the next order does not pay for it."""
+    for direction in Direction:
+        _model(book, token_id, direction)
+
+
+def _const(model: _Model) -> Callable[[], _Model]:
+    return lambda: model
+
+
+def inherit_models(new: PoolBook, old: PoolBook, tokens: Iterable[str]) -> None:
+    """Reuse `old`'s models for `tokens` whose pools are the same in `new` (the caller's
+    promise): a snapshot change touching one token must not re-sort the 199 others."""
+    for token in tokens:
+        for direction in Direction:
+            key = _model_key(token, direction)
+            found = old.peek(key)
+            if isinstance(found, _Model):
+                new.memo(key, _const(found))
+
+
+def update_models(
+    new: PoolBook, old: PoolBook, token: str, removed: Sequence[Pool], added: Sequence[Pool]
+) -> None:
+    """`prewarm` for a token whose pools in `new` are `old`'s less `removed` plus `added`
+    (the caller's promise): each of `old`'s models is updated in place of a rebuild when
+    the change is small (`_Model.replaced`), else built afresh."""
+    for direction in Direction:
+        key = _model_key(token, direction)
+        found = old.peek(key)
+        if isinstance(found, _Model) and 4 * (len(removed) + len(added)) <= len(found):
+            new.memo(key, _const(found.replaced(removed, added)))
+        else:
+            _model(new, token, direction)
+
+
+def _input_limit(pool: Pool, direction: Direction) -> int:
+    """Most input a pool can hold at all (the 21e14 sats / 2^63−1 token limits, and for a
+    sale a token amount whose output's dust threshold the pool's sats still cover)."""
+    if direction is Direction.BUY:
+        return MAX_SATS - pool.sats
+    return sell_input_limit(pool.sats, pool.tokens)
+
+
+# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
+# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
+# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
+_KEY_SHIFT = 32
+_KEY_POOL = (1 << _KEY_SHIFT) - 1
+
+
+def _unit_key(cost: int, i: int) -> int:
+    return cost << _KEY_SHIFT | i

@@ -1,0 +1,56 @@
+"""Exact in: the integer split over the pools a route chose is the best one there is.
+
+Rounding makes each pool's output a step function of its input, so the split is held to
+brute force (every split of the amount over the same pools) on pools small enough to try
+them all."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from router.errors import RouterError
+from router.pools import PoolBook
+from router.route import Direction, solve_hop
+from tests.router.helpers import TOKEN_A, pools_from
+from tests.router.reference import best_exact_in_split
+
+small_pools = st.lists(
+    st.tuples(st.integers(700, 5_000), st.integers(2, 400)), min_size=2, max_size=3
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    states=small_pools,
+    direction=st.sampled_from(list(Direction)),
+    amount=st.integers(1, 300),
+)
+def test_exact_in_split_over_the_chosen_pools_is_optimal(
+    states: list[tuple[int, int]], direction: Direction, amount: int
+) -> None:
+    book = PoolBook(pools_from(TOKEN_A, states))
+    try:
+        hop = solve_hop(
+            book, TOKEN_A, direction, amount, exact_in=True, fee_per_byte=0.0, max_pools=10
+        )
+    except RouterError:  # refusals are other tests' concern
+        return
+    chosen = [(leg.pool.sats, leg.pool.tokens) for leg in hop.legs]
+    assert hop.amount_in == amount
+    assert hop.amount_out == best_exact_in_split(chosen, direction, amount)
+
+
+def test_a_sale_over_two_pools_gets_the_unit_rounding_used_to_leave() -> None:
+    # Cheapest-unit-first gave 1,595 sats here (43 and 109 tokens); 44 and 108 give 1,596.
+    states = [(4109, 286), (1519, 97)]
+    hop = solve_hop(
+        PoolBook(pools_from(TOKEN_A, states)),
+        TOKEN_A,
+        Direction.SELL,
+        152,
+        exact_in=True,
+        fee_per_byte=0.0,
+        max_pools=10,
+    )
+    assert hop.amount_out == best_exact_in_split(states, Direction.SELL, 152) == 1596
