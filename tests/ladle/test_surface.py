@@ -210,6 +210,7 @@ SURFACES: dict[str, list[str] | None] = {
         "quote",
         "solve_hop",
     ],
+    "router.solve": [],
     "rest": [],
     "rest.explorer": ["ExplorerEnv", "explorer_routes"],
     "rest.routes": [],
