@@ -31,6 +31,7 @@ from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
 from runtime.component import Started, UpContext
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("indexer.service")
 
@@ -117,9 +118,7 @@ async def run_indexer(
         await follower.run(ready=synced, exit_at_tip=config.exit_at_tip)
     finally:
         if job is not None:
-            job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await job
+            await cancel_and_wait([job])
         with contextlib.suppress(Exception):
             await client.close()
         await store.close()
@@ -206,9 +205,7 @@ async def start_indexer(ctx: UpContext, options: UpConfig) -> Started | None:
     task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched))
 
     async def stop() -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait([task])
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 

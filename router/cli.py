@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from indexer.cli import add_index_arguments, config_from_args
+from indexer.network import network_prefix
 from indexer.service import run_indexer
 from indexer.snapshot import PoolSnapshot
 from router.build import build
@@ -195,8 +196,6 @@ async def _on_network_of(index_config: IndexerConfig, config: RouterConfig) -> R
     """`config` restricted to the network the indexed server follows (from its genesis hash),
     so an address of another network is a bad request rather than a payment nobody can see.
     Unchanged when the network is already set or the genesis is unknown (the devnet's own)."""
-    from indexer.network import network_prefix
-
     if config.network is not None:
         return config
     client = index_config.client()

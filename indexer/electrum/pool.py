@@ -55,6 +55,7 @@ from indexer.electrum.errors import (
 from indexer.electrum.health import Backoff, ServerHealth
 from indexer.electrum.transport import MAX_MESSAGE
 from runtime.lifecycle import Service
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +154,7 @@ class ElectrumPool(Service):
         self._closing = True
         tasks = [t for t in (self._reconnector, self._dispatcher) if t is not None]
         tasks += list(self._background)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()

@@ -16,7 +16,6 @@ round trip per block. Big blocks shrink the window: at most about `max_bytes` ar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from bch.encoding import DecodeError
 from bch.tx import OutPoint, Transaction, TxOutput
 from indexer.electrum import BlockChanged, ElectrumClient, ElectrumProtocolError, NotSupported
 from indexer.store import AppliedBlock, Store
+from runtime.tasks import cancel_and_wait
 
 HEADER_SIZE = 80
 DEFAULT_WINDOW = 32
@@ -151,11 +151,7 @@ class BlockPipeline:
         tasks = list(self._inflight)
         self._inflight.clear()
         self._todo.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
 
     def __aiter__(self) -> BlockPipeline:
         return self
