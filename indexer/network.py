@@ -33,10 +33,15 @@ def network_prefix(genesis_hash: str | None) -> str | None:
 
 
 async def index_prefix(conn: aiosqlite.Connection) -> str | None:
-    """The prefix of the chain an index holds, when it holds that chain's genesis block (a
-    fresh index on a test network starts there; a mainnet one starts at the CashTokens
-    activation, and has no block 0)."""
-    rows = list(await conn.execute_fetchall("SELECT hash FROM blocks WHERE height = 0"))
+    """The prefix of the chain an index holds, None while it holds no block. A fresh index on a
+    test network starts at its genesis block; a mainnet one starts at the CashTokens
+    activation (no block 0), and a chain of unknown genesis (the devnet's) is `bitcoincash`.
+    Once the index holds a block the answer is final: block 0 is never reorganised away."""
+    rows = list(
+        await conn.execute_fetchall("SELECT height, hash FROM blocks ORDER BY height LIMIT 1")
+    )
     if not rows:
         return None
-    return network_prefix(bytes(rows[0][0]).hex())  # stored in display order
+    height, block_hash = rows[0]
+    genesis = bytes(block_hash).hex() if height == 0 else None  # stored in display order
+    return network_prefix(genesis) or "bitcoincash"

@@ -82,7 +82,7 @@ class ApiContext:
     chain_height: int | None = None  # last answer of config.chain_tip
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)
-    network_prefix: str | None = None  # the network of the index's genesis block, once known
+    network_prefix: str | None = None  # the indexed chain's network, once it holds a block
 
     @classmethod
     def create(cls, config: RestConfig) -> ApiContext:
@@ -115,7 +115,7 @@ class ApiContext:
         (a mainnet index starts at the CashTokens activation, past its genesis)."""
         if self.config.address_prefix is not None:
             return self.config.address_prefix
-        if self.network_prefix is None:
+        if self.network_prefix is None:  # asked again only while the index is empty
             self.network_prefix = await index_prefix(conn)
         return self.network_prefix or "bitcoincash"
 
