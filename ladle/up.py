@@ -34,7 +34,7 @@ from broadcast.cli import add_up_options
 from devnet.cli import LaunchConfig, add_devnet_options, launch, launch_config_from_args
 from indexer.cli import add_registry_arguments
 from indexer.snapshot import PoolSnapshot
-from runtime.component import Component, Started, UpContext
+from runtime.component import Component, Started, UpContext, merged_ready
 from runtime.usage import EXIT_USAGE
 
 READY = "LADLE_READY"
@@ -157,10 +157,7 @@ async def _serve(args: argparse.Namespace, only: Collection[str] | None) -> int:
 
 
 def ready_line(started: list[Started]) -> str:
-    ready: dict[str, object] = {}
-    for component in started:
-        ready.update(component.ready)
-    return f"{READY} {orjson.dumps(ready).decode()}"
+    return f"{READY} {orjson.dumps(merged_ready(started)).decode()}"
 
 
 def _announce(started: list[Started]) -> None:

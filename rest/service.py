@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from rest.app import create_app
 from rest.config import DEFAULT_PORT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
-from runtime.component import Started, UpContext
+from runtime.component import Started, UpContext, merged_ready
 from runtime.serve import RunningServer, serve_until_signal, start_app
 
 
@@ -90,9 +90,7 @@ async def start_in_up(ctx: UpContext, options: UpConfig) -> Started | None:
 def up_env(ctx: UpContext) -> dict[str, object]:
     """What the explorer pages need from `ladle up`'s ready line, as it stands now (the router
     and the broadcast API start after the data API)."""
-    ready: dict[str, object] = {}
-    for component in ctx.started.values():
-        ready.update(component.ready)
+    ready = merged_ready(ctx.started.values())
     electrum = ready.get("electrum")
     ws = None
     if isinstance(electrum, list) and electrum and isinstance(electrum[0], dict):

@@ -13,7 +13,7 @@ has it), so that production code needs no devnet import.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -56,6 +56,14 @@ class Started:
     ready: dict[str, object]  # merged into the LADLE_READY object
     lines: list[str]  # printed for people before the ready line
     stop: Callable[[], Awaitable[None]]
+
+
+def merged_ready(started: Iterable[Started]) -> dict[str, object]:
+    """The LADLE_READY object: every started component's keys, later ones winning."""
+    ready: dict[str, object] = {}
+    for component in started:
+        ready.update(component.ready)
+    return ready
 
 
 @dataclass(slots=True)
