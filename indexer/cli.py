@@ -1,11 +1,13 @@
 """`ladle index`: run the indexer alone.
 
-    ladle index [--electrum URL …] [--db PATH] [--start-height H] [--insecure-tls]
+    ladle index [--electrum URL … | --bitcoind-rpc URL [--rpc-cookie FILE] [--zmq URL …]]
+                [--db PATH] [--start-height H] [--insecure-tls]
                 [--feeds FILE] [--lending FILE] [--devnet-ledger FILE]
                 [--registry-source NAME=URL|PATH …] [--ipfs-gateway URL] [--no-registry-fetch]
 
-Syncs from the Electrum servers (failover in the order given) into the SQLite database, then
-follows new blocks and the mempool until SIGINT/SIGTERM (exit status 0); once synced, a
+Syncs from the Electrum servers (failover in the order given), or from a BCHN node's JSON-RPC
+(whole blocks; ZMQ pushes when given), into the SQLite database, then follows new blocks and
+the mempool until SIGINT/SIGTERM (exit status 0); once synced, a
 background job fetches the token registries (BCMR) the authchains publish. Progress goes to
 stderr: a status line on a terminal, JSON-lines logs otherwise. A bad option is one line on
 stderr and exit status 2; a failure, 1. Also runnable as `python -m indexer.cli`.
@@ -45,6 +47,28 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
         help="Electrum server(s): tcp://, ssl:// or tls://, ws://, wss://host:port; several "
         "for failover, preferred first (default: the devnet, "
         f"{' '.join(DEFAULT_ELECTRUM)})",
+    )
+    node = parser.add_argument_group(
+        "a BCHN node as the chain source (instead of --electrum)",
+        "Blocks are read whole (getblock), the mempool listed (getrawmempool); -txindex on the "
+        "node lets a late start height read outputs the index never saw.",
+    )
+    node.add_argument(
+        "--bitcoind-rpc",
+        metavar="URL",
+        help="the node's JSON-RPC: http://user:password@host:port (or http://host:port with "
+        "--rpc-cookie)",
+    )
+    node.add_argument(
+        "--rpc-cookie", metavar="FILE", help="the node's cookie file (e.g. ~/.bitcoin/.cookie)"
+    )
+    node.add_argument(
+        "--zmq",
+        action="extend",
+        nargs="+",
+        metavar="URL",
+        help="the node's ZMQ endpoint(s) publishing hashblock and rawtx (tcp://host:port): "
+        "new blocks and transactions are seen at once instead of at the next poll",
     )
     parser.add_argument(
         "--db", default=DEFAULT_DB, metavar="PATH", help=f"SQLite database (default {DEFAULT_DB})"
@@ -146,9 +170,9 @@ def add_commands(subparsers: Any) -> None:
     """Register `ladle index` on the `ladle` command's subparsers."""
     parser = subparsers.add_parser(
         "index",
-        help="run the indexer: Electrum servers → SQLite index",
-        description="Sync the Cauldron index from Electrum servers into SQLite, then follow "
-        "new blocks and the mempool until SIGINT/SIGTERM.",
+        help="run the indexer: Electrum servers or a BCHN node → SQLite index",
+        description="Sync the Cauldron index from Electrum servers (or a BCHN node) into "
+        "SQLite, then follow new blocks and the mempool until SIGINT/SIGTERM.",
     )
     add_index_arguments(parser)
     parser.set_defaults(func=cmd_index)
@@ -166,8 +190,13 @@ def config_from_args(args: argparse.Namespace) -> IndexerConfig:
         ipfs_gateway=getattr(args, "ipfs_gateway", None) or DEFAULT_IPFS_GATEWAY,
         offchain=tuple(getattr(args, "registry_source", None) or ()),
     )
+    if args.electrum and args.bitcoind_rpc:
+        raise ValueError("--electrum and --bitcoind-rpc are two chain sources: give one")
     return IndexerConfig(
         electrum=tuple(args.electrum) if args.electrum else DEFAULT_ELECTRUM,
+        bitcoind=args.bitcoind_rpc,
+        rpc_cookie=args.rpc_cookie,
+        zmq=tuple(args.zmq or ()),
         db=args.db,
         start_height=args.start_height,
         insecure_tls=args.insecure_tls,

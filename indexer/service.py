@@ -1,7 +1,8 @@
 """Running the indexer as a service: `run_indexer` (in-process, what `ladle index` and
 `ladle up` call) and `start_indexer` (its `ladle up` component).
 
-The service owns the SQLite store, the Electrum client and the registry fetch job (BCMR
+The service owns the SQLite store, the chain source (Electrum servers, or a BCHN node over
+JSON-RPC with optional ZMQ pushes) and the registry fetch job (BCMR
 downloads, started once the initial sync is done, on its own SQLite connection); the live
 `PoolSnapshot` can be passed in so that other in-process components (the router) read the very
 object the indexer updates. What is decoded (oracle feeds, lending deployments) is configuration,
@@ -19,11 +20,15 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexer.bitcoind import BitcoindClient, RpcAddress
 from indexer.decoders import create_decoders
 from indexer.electrum import ElectrumClient, ServerAddress, ssl_context
 from indexer.follow import DEFAULT_MEMPOOL_INTERVAL, Follower, Progress
 from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.follow.source import ChainSource
+from indexer.follow.source_bitcoind import BitcoindSource
+from indexer.follow.source_electrum import ElectrumSource
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
@@ -42,6 +47,11 @@ DEFAULT_DB = "ladle-index.sqlite"
 @dataclass(frozen=True, slots=True)
 class IndexerConfig:
     electrum: tuple[str, ...] = DEFAULT_ELECTRUM  # failover order: the first is preferred
+    # A BCHN node's JSON-RPC URL: the chain source instead of the Electrum servers.
+    bitcoind: str | None = None
+    rpc_cookie: str | None = None  # the node's cookie file (else the login is in the URL)
+    zmq: tuple[str, ...] = ()  # the node's ZMQ endpoints (hashblock, rawtx pushes)
+    rpc_connections: int = 4  # node requests in flight at once (its -rpcthreads)
     db: str = DEFAULT_DB
     start_height: int | None = None  # None: 792772 on mainnet, 0 elsewhere
     insecure_tls: bool = False  # accept any certificate (self-signed servers)
@@ -59,6 +69,15 @@ class IndexerConfig:
     fetch_interval: float = 60.0  # seconds between fetch rounds
 
     def __post_init__(self) -> None:
+        if self.bitcoind is not None:
+            RpcAddress.parse(self.bitcoind, cookie=self.rpc_cookie)  # ValueError naming it
+        elif self.rpc_cookie is not None or self.zmq:
+            raise ValueError("--rpc-cookie and --zmq are options of a node: give --bitcoind-rpc")
+        for url in self.zmq:
+            if not url.startswith(("tcp://", "ipc://")):
+                raise ValueError(f"a ZMQ endpoint is tcp://host:port or ipc://path, got {url!r}")
+        if self.rpc_connections < 1:
+            raise ValueError("at least one RPC connection is needed")
         if not self.electrum:
             raise ValueError("at least one Electrum server is needed")
         for url in self.electrum:
@@ -80,6 +99,15 @@ class IndexerConfig:
         ctx = ssl_context(verify=False) if self.insecure_tls else None
         return ElectrumClient(self.electrum, client_name="ladle-indexer", ssl_ctx=ctx)
 
+    def source(self) -> ChainSource:
+        """The chain source configured: the BCHN node if one is given, else the Electrum
+        servers."""
+        if self.bitcoind is None:
+            return ElectrumSource(self.client())
+        address = RpcAddress.parse(self.bitcoind, cookie=self.rpc_cookie)
+        client = BitcoindClient(address, connections=self.rpc_connections)
+        return BitcoindSource(client, zmq=self.zmq)
+
 
 async def run_indexer(
     config: IndexerConfig,
@@ -87,17 +115,20 @@ async def run_indexer(
     ready: asyncio.Event | None = None,
     snapshot: PoolSnapshot | None = None,
     fetched: asyncio.Event | None = None,
+    source: ChainSource | None = None,
 ) -> None:
     """Index until cancelled (or, with `exit_at_tip`, until synced). `ready` is set once the
     initial sync and the first mempool refresh are done; `snapshot` is the live pool snapshot
     to keep up to date (default: a private one); `fetched` is set once the registry job's first
-    round (after the initial sync) is over."""
+    round (after the initial sync) is over. `source`: the chain source to read (default:
+    `config.source()`, closed on return; one given stays the caller's to close)."""
     if config.db != ":memory:":
         Path(config.db).parent.mkdir(parents=True, exist_ok=True)
     snapshot = snapshot if snapshot is not None else PoolSnapshot()
     decoders = create_decoders(snapshot=snapshot, feeds=config.feeds, lending=config.lending)
     store = await Store.open(config.db, snapshot=snapshot, decoders=decoders)
-    client = config.client()
+    owned = source is None
+    chain = config.source() if source is None else source
     synced = ready if ready is not None else asyncio.Event()
     job = None
     if config.registry_fetch and config.db != ":memory:" and not config.exit_at_tip:
@@ -106,7 +137,7 @@ async def run_indexer(
         fetched.set()  # no job: nothing to wait for
     try:
         follower = Follower(
-            client,
+            chain,
             store,
             start_height=config.start_height,
             window=config.window,
@@ -119,8 +150,9 @@ async def run_indexer(
     finally:
         if job is not None:
             await cancel_and_wait([job])
-        with contextlib.suppress(Exception):
-            await client.close()
+        if owned:
+            with contextlib.suppress(Exception):
+                await chain.close()
         await store.close()
 
 

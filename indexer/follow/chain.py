@@ -50,19 +50,18 @@ from indexer.electrum import (
     UnsupportedMethod,
 )
 from indexer.electrum.errors import BAD_REQUEST
-from indexer.electrum.results import headers_from_result
 from indexer.follow.fetch import (
     DEFAULT_MAX_BYTES,
     DEFAULT_WINDOW,
     BlockPipeline,
     Fetch,
     FetchedBlock,
-    fetch_block,
-    fetch_prevouts,
 )
 from indexer.follow.fetch_process import FetchProcess
 from indexer.follow.progress import Progress
 from indexer.follow.settings import ClientSettings
+from indexer.follow.source import ChainSource
+from indexer.follow.source_electrum import ElectrumSource, chain_source
 from indexer.store import AppliedBlock, ChainTip, Store
 from runtime.logs import fields
 
@@ -149,7 +148,7 @@ class CatchUp:
 class ChainFollower:
     def __init__(
         self,
-        client: ElectrumClient,
+        source: ChainSource | ElectrumClient,
         store: Store,
         *,
         start_height: int = 0,
@@ -163,10 +162,10 @@ class ChainFollower:
     ) -> None:
         """`bulk_distance`: how far below the server's tip a walk defers the secondary indexes
         (None: never). `offload_distance`: how far below it a walk fetches in a child process
-        (None: never; never either with a `fetch` of the caller's)."""
+        (None: never; never either with a `fetch` of the caller's, or from a node)."""
         if start_height < 0:
             raise ValueError("the start height cannot be negative")
-        self.client = client
+        self.source = source = chain_source(source)
         self.store = store
         self.start_height = start_height
         self.window = window
@@ -175,12 +174,12 @@ class ChainFollower:
         self.on_block = on_block
         self.bulk_distance = bulk_distance
         self._restore_began: float | None = None  # when the indexes were queued to be built
-        self.fetch: Fetch = fetch or (lambda height, header: fetch_block(client, height, header))
+        self.fetch: Fetch = fetch or source.block
         self.offload_distance = None if fetch is not None else offload_distance
         self._offload: FetchProcess | None = None  # the walk's fetch process, while it runs
         self.offloaded = 0  # blocks fetched by a child process, over every walk
         if store.prevouts is None:  # decoders may ask the server for outputs never indexed
-            store.prevouts = lambda outpoints: fetch_prevouts(client, outpoints)
+            store.prevouts = source.prevouts
         self.server_height = -1  # best server tip height seen (notifications, header walks)
         self.following = False  # past the initial sync: log every block
         self.blocks_applied = 0  # since this follower was created
@@ -203,11 +202,7 @@ class ChainFollower:
                 start = self.start_height if tip is None else tip.height + 1
                 before = self.blocks_applied
                 try:
-                    headers = headers_from_result(
-                        await self.client.request(
-                            "blockchain.block.headers", start, HEADERS_PER_CALL
-                        )
-                    )
+                    headers = await self.source.headers(start, HEADERS_PER_CALL)
                     if not headers:
                         if tip is None:
                             return CatchUp(self.blocks_applied - first, undone, None)
@@ -261,7 +256,8 @@ class ChainFollower:
             return
         if self.server_height - next_height < distance:
             return
-        settings = ClientSettings.of(self.client)
+        source = self.source
+        settings = ClientSettings.of(source.client) if isinstance(source, ElectrumSource) else None
         if settings is None:
             return
         self._offload = FetchProcess(settings, self.fetch)
@@ -276,7 +272,7 @@ class ChainFollower:
         if distance is None or self.store.indexes_deferred:
             return
         if self.server_height - next_height < distance:  # headers come 2,016 at a time
-            height, _ = await self.client.get_tip()
+            height, _ = await self.source.tip()
             self.server_height = max(self.server_height, height)
         if self.server_height - next_height >= distance:
             dropped = await self.store.defer_indexes()
@@ -320,7 +316,7 @@ class ChainFollower:
         """Nothing above our tip: (True, 0) if we are at the server's tip (or ahead of a server
         that lags on our chain); (False, blocks undone) to walk again — new blocks arrived, or
         the server is on another branch and we rolled back to the fork."""
-        height, header = await self.client.get_tip()
+        height, header = await self.source.tip()
         self.server_height = max(self.server_height, height)
         if height > tip.height:
             return False, 0  # blocks arrived since the headers call
@@ -343,7 +339,7 @@ class ChainFollower:
     async def find_fork(self, mismatch: int) -> int:
         """The highest height at which the stored block is the server's (−1: none is). Heights
         below the first stored block count as shared (nothing there to undo)."""
-        server_tip, _ = await self.client.get_tip()
+        server_tip, _ = await self.source.tip()
         self.server_height = max(self.server_height, server_tip)
 
         async def same(height: int) -> bool:
@@ -354,7 +350,7 @@ class ChainFollower:
                 return True
             if height > server_tip:
                 return False
-            return hash256(await self.client.get_header(height)) == stored
+            return hash256(await self.source.header(height)) == stored
 
         high = mismatch  # known to differ
         low = -1  # known (or defined) to be shared

@@ -78,6 +78,11 @@ async def fetch_block(client: ElectrumClient, height: int, header: bytes) -> Fet
         txs = await client.get_block_transactions(height, header=header)
         parsed = BlockHeader.from_bytes(header)
         return FetchedBlock(height, parsed, None, tuple(txs), sum(len(t) for t in txs))
+    return fetched_block(height, raw, header)
+
+
+def fetched_block(height: int, raw: bytes, header: bytes) -> FetchedBlock:
+    """The serialized block `raw`, checked against `header` (linked at `height`)."""
     block = parse_checked_block(raw, header)
     if height == 0:  # the genesis coinbase, which the Fulcrum fallback cannot fetch, is left out
         rest = tuple(block.tx_raw(i) for i in range(1, block.tx_count))

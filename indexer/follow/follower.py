@@ -1,11 +1,12 @@
-"""The indexer's main loop: catch up with the server's chain, mirror its mempool, wait.
+"""The indexer's main loop: catch up with the source's chain, mirror its mempool, wait.
 
 One task does all the work, in order, so a block and a mempool transaction are never applied
-concurrently: header notifications (`blockchain.headers.subscribe`) and scripthash
-notifications only wake it. Each round is a catch-up (`ChainFollower`) followed by a mempool
-refresh (`MempoolFollower`); rounds also run every `mempool_interval` seconds, which is how new
-mempool transactions are seen on Rostrum (it has no mempool notification). Notifications may
-skip blocks or repeat: the catch-up walks from the stored tip whatever the notice said.
+concurrently: the source's pushes (Electrum header and scripthash notifications, a node's ZMQ
+`hashblock` and `rawtx`) only wake it. Each round is a catch-up (`ChainFollower`) followed by
+a mempool refresh (`MempoolFollower`); rounds also run every `mempool_interval` seconds, which
+is how new mempool transactions are seen on Rostrum (it has no mempool notification) and how
+a node without ZMQ is followed. Pushes may skip blocks or repeat: the catch-up walks from the
+stored tip whatever the push said.
 
 Errors from the servers (all unreachable, timeouts, a lying server) end the round; the next one
 starts after an exponential backoff. The pool has already tried the other servers by then.
@@ -18,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 
-from indexer.electrum import ElectrumClient, ElectrumClientError, HeaderNotice
+from indexer.electrum import ElectrumClient
 from indexer.follow.chain import (
     DEFAULT_BULK_DISTANCE,
     DEFAULT_OFFLOAD_DISTANCE,
@@ -30,18 +31,22 @@ from indexer.follow.chain import (
 from indexer.follow.fetch import DEFAULT_MAX_BYTES, DEFAULT_WINDOW
 from indexer.follow.mempool import MempoolFollower
 from indexer.follow.progress import Progress
+from indexer.follow.source import SOURCE_ERRORS, ChainSource
+from indexer.follow.source_electrum import chain_source
 from indexer.store import ChainError, Store
 from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 
 DEFAULT_MEMPOOL_INTERVAL = 2.0
+# A round failing with these is retried after a backoff; anything else ends the follower.
+RETRIED: tuple[type[Exception], ...] = (*SOURCE_ERRORS, ChainError)
 
 
 class Follower:
     def __init__(
         self,
-        client: ElectrumClient,
+        source: ChainSource | ElectrumClient,
         store: Store,
         *,
         start_height: int | None = None,
@@ -59,10 +64,10 @@ class Follower:
         """`start_height`: where a fresh index starts (None: 792772 on mainnet, else 0; an
         index that has blocks continues from its tip). `window`: blocks fetched ahead.
         `bulk_distance`: see `indexer.follow.chain` (None: never defer the indexes)."""
-        self.client = client
+        self.source = source = chain_source(source)
         self.store = store
         self.chain = ChainFollower(
-            client,
+            source,
             store,
             start_height=start_height or 0,
             window=window,
@@ -74,7 +79,7 @@ class Follower:
         )
         self._start_known = start_height is not None
         self._wake = asyncio.Event()
-        self.mempool = MempoolFollower(client, store, wake=self._wake.set) if mempool else None
+        self.mempool = MempoolFollower(source, store, wake=self._wake.set) if mempool else None
         self.mempool_interval = mempool_interval
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
@@ -104,7 +109,7 @@ class Follower:
             self._wake.clear()
             try:
                 await self._round()
-            except (ElectrumClientError, ChainError) as exc:
+            except RETRIED as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 repeats = repeats + 1 if error == last_error else 0
                 # Said once, then again only as the backoff reaches its cap: a round that keeps
@@ -148,9 +153,8 @@ class Follower:
     async def _round(self) -> None:
         await self._resolve_start()
         if not self._subscribed:
-            notice = await self.client.subscribe_headers(self._on_header)
+            await self.source.subscribe(self._on_tip, self._wake.set)
             self._subscribed = True
-            self._on_header(notice)
         result = await self.chain.catch_up()
         if self.mempool is not None:
             if result.applied or result.undone:
@@ -160,18 +164,17 @@ class Follower:
     async def _resolve_start(self) -> None:
         if self._start_known:
             return
-        caps = await self.client.capabilities()
-        self.chain.start_height = default_start_height(caps.genesis_hash)
+        genesis = await self.source.genesis_hash()
+        self.chain.start_height = default_start_height(genesis)
         self._start_known = True
         log.info(
             "start height chosen",
-            extra=fields(
-                event="start_height", height=self.chain.start_height, genesis=caps.genesis_hash
-            ),
+            extra=fields(event="start_height", height=self.chain.start_height, genesis=genesis),
         )
 
-    def _on_header(self, notice: HeaderNotice) -> None:
-        self.chain.server_height = max(self.chain.server_height, notice.height)
-        if self.chain.progress is not None:
-            self.chain.progress.retarget(notice.height)
+    def _on_tip(self, height: int | None) -> None:
+        if height is not None:
+            self.chain.server_height = max(self.chain.server_height, height)
+            if self.chain.progress is not None:
+                self.chain.progress.retarget(height)
         self._wake.set()

@@ -14,8 +14,10 @@ Each refresh computes the set of txids the server has unconfirmed, then
 Blocks confirm and evict through the store itself (`apply_block` drops the block's transactions
 and the pending ones it double-spends); this class only mirrors the server's mempool.
 
-Where the txids come from depends on the server:
+Where the txids come from depends on the source (`ChainSource.mempool_txids`):
 
+- **A BCHN node** (`getrawmempool`): the whole mempool, every round (on a ZMQ push, or every
+  `interval` seconds).
 - **Rostrum** (`mempool.get`): the whole mempool, on every header notification, every
   `interval` seconds, and whenever a watched pool address notifies (as below), so a pool trade
   is live within one round trip of reaching the server.
@@ -25,17 +27,22 @@ Where the txids come from depends on the server:
   of those that notify (`blockchain.scripthash.get_mempool`). Trades, deposits and withdraws of
   known pools therefore appear at once; a pool *created* in the mempool by an owner without a
   live pool, and any transaction of another protocol, only appears when its block arrives.
+
+A transaction the source no longer knows left the mempool; any other failure to fetch one
+(a busy server, a daemon error) fails the round, which the follower retries after a backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 from bch.tx import Transaction, hash_to_hex, hex_to_hash
 from indexer.decoders import matches
 from indexer.electrum import ElectrumClient, ElectrumError, ElectrumProtocolError, scripthash
+from indexer.follow.source import ChainSource
+from indexer.follow.source_electrum import ElectrumSource, chain_source
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from protocols.cauldron.contract import pool_locking_bytecode
@@ -43,7 +50,6 @@ from runtime.logs import fields
 
 log = logging.getLogger("indexer.follow")
 
-FETCH_CHUNK = 500  # transactions per fetch call (the client batches within it)
 SUBSCRIBE_CONCURRENCY = 64
 
 WakeFn = Callable[[], None]
@@ -103,16 +109,18 @@ def _mempool_txids(result: object, sh: str) -> set[bytes]:
 class MempoolFollower:
     def __init__(
         self,
-        client: ElectrumClient,
+        source: ChainSource | ElectrumClient,
         store: Store,
         *,
         wake: WakeFn | None = None,
         watch: Callable[[], set[str]] | None = None,
     ) -> None:
         """`wake` is called when a watched scripthash notifies (the follower then refreshes);
-        `watch` gives the scripthashes to watch in fallback mode (default: the pool addresses
-        of the owners in the store's snapshot)."""
-        self.client = client
+        `watch` gives the scripthashes to watch on an Electrum server (default: the pool
+        addresses of the owners in the store's snapshot)."""
+        self.source = source = chain_source(source)
+        # Pool addresses are watched on an Electrum server only (a node pushes by ZMQ).
+        self.client = source.client if isinstance(source, ElectrumSource) else None
         self.store = store
         self._wake = wake
         self._watch = watch or (lambda: pool_scripthashes(store.snapshot))
@@ -133,22 +141,26 @@ class MempoolFollower:
         return len(self._candidates)
 
     async def refresh(self) -> None:
-        caps = await self.client.capabilities()
-        if caps.mempool_get:
-            # The listing is the source; the pool addresses are watched too, so a trade against
-            # a live pool wakes the follower at once instead of at the next poll. Without that
-            # a client's second swap, built right after its first was broadcast, would be
-            # routed over the pool the first one spent: a double spend the node refuses.
-            await self._watch_addresses()
+        client = self.client
+        if client is not None:
+            # On an Electrum server the pool addresses are watched even with a listing, so a
+            # trade against a live pool wakes the follower at once instead of at the next
+            # poll. Without that a client's second swap, built right after its first was
+            # broadcast, would be routed over the pool the first one spent: a double spend
+            # the node refuses.
+            await self._watch_addresses(client)
+        current = await self.source.mempool_txids()
+        if current is not None:
             self._dirty.clear()
-            current = {hex_to_hash(t) for t in await self.client.mempool_txids()}
             await self._mirror(current)
             return
-        # Fallback: watch the pool addresses; applying may reveal new ones (a pending pool of a
-        # new owner), so go round until the watched set is stable.
-        for _ in range(4):
-            await self._watch_addresses()
-            await self._mirror(await self._watched_mempool())
+        assert client is not None  # only the Fulcrum fallback has no listing
+        # Fallback: the watched addresses' mempool; applying may reveal new addresses (a
+        # pending pool of a new owner), so go round until the watched set is stable.
+        for i in range(4):
+            if i:
+                await self._watch_addresses(client)
+            await self._mirror(await self._watched_mempool(client))
             if self._watch() <= self._subscribed:
                 break
 
@@ -158,7 +170,8 @@ class MempoolFollower:
         applied = self.store.mempool_txids()
         gone = applied - current
         if gone:
-            gone -= await self._confirmed_on_server(gone)
+            tip = await self.store.tip()
+            gone -= await self.source.confirmed(list(gone), None if tip is None else tip.hash)
         if gone:
             evicted = await self.store.evict(gone)
             self._retry = True
@@ -170,7 +183,7 @@ class MempoolFollower:
         for txid in [t for t in self._candidates if t not in current]:
             del self._candidates[txid]
         new = current - applied - self._irrelevant - self._candidates.keys()
-        fetched = await self._fetch(new)
+        fetched = await self.source.mempool_transactions(list(new))
         patterns = [p for d in self.store.decoders for p in d.patterns]
         for txid, raw in fetched.items():
             if matches(patterns, raw):
@@ -197,53 +210,18 @@ class MempoolFollower:
         if used:
             log.info("mempool: applied", extra=fields(event="mempool_apply", txids=used))
 
-    async def _confirmed_on_server(self, txids: Iterable[bytes]) -> set[bytes]:
-        wanted = list(txids)
-        results = await self.client.batch(
-            [("blockchain.transaction.get_height", [hash_to_hex(t)]) for t in wanted]
-        )
-        return {
-            t
-            for t, r in zip(wanted, results, strict=True)
-            if isinstance(r, int) and not isinstance(r, bool) and r > 0
-        }
-
-    async def _fetch(self, txids: Iterable[bytes]) -> dict[bytes, bytes]:
-        """Raw transactions of `txids` that the server still has (others left meanwhile)."""
-        wanted = list(txids)
-        out: dict[bytes, bytes] = {}
-        for start in range(0, len(wanted), FETCH_CHUNK):
-            chunk = wanted[start : start + FETCH_CHUNK]
-            try:
-                raws = await self.client.get_transactions([hash_to_hex(t) for t in chunk])
-            except ElectrumError:
-                each = await self._fetch_each(chunk)
-                out.update((t, r) for t, r in zip(chunk, each, strict=True) if r is not None)
-                continue
-            out.update(zip(chunk, raws, strict=True))
-        return out
-
-    async def _fetch_each(self, txids: Sequence[bytes]) -> list[bytes | None]:
-        async def one(txid: bytes) -> bytes | None:
-            try:
-                return await self.client.get_transaction(hash_to_hex(txid))
-            except ElectrumError:
-                return None
-
-        return list(await asyncio.gather(*(one(t) for t in txids)))
-
-    # --- the Fulcrum fallback -------------------------------------------------------------------
+    # --- watching pool addresses (Electrum) -----------------------------------------------------
 
     def _notified(self, sh: str, status: str | None) -> None:
         self._dirty.add(sh)
         if self._wake is not None:
             self._wake()
 
-    async def _watch_addresses(self) -> None:
+    async def _watch_addresses(self, client: ElectrumClient) -> None:
         wanted = self._watch()
         stale = self._subscribed - wanted
         for sh in stale:
-            await self.client.unsubscribe_scripthash(sh)
+            await client.unsubscribe_scripthash(sh)
             self._subscribed.discard(sh)
             self._sh_mempool.pop(sh, None)
             self._dirty.discard(sh)
@@ -252,18 +230,18 @@ class MempoolFollower:
 
         async def subscribe(sh: str) -> None:
             async with gate:
-                await self.client.subscribe_scripthash(sh, self._notified)
+                await client.subscribe_scripthash(sh, self._notified)
             self._subscribed.add(sh)
             self._dirty.add(sh)
 
         await asyncio.gather(*(subscribe(sh) for sh in new))
 
-    async def _watched_mempool(self) -> set[bytes]:
+    async def _watched_mempool(self, client: ElectrumClient) -> set[bytes]:
         dirty = sorted(self._dirty & self._subscribed)
         self._dirty.clear()
         if dirty:
             try:
-                results = await self.client.batch(
+                results = await client.batch(
                     [("blockchain.scripthash.get_mempool", [sh]) for sh in dirty]
                 )
             except BaseException:

@@ -61,7 +61,7 @@ async def test_a_server_behind_us_on_our_chain_changes_nothing() -> None:
             result = await lagging.sync()
             assert (result.applied, result.undone, result.height) == (0, 0, net.nodes[0].height)
         finally:
-            await lagging.client.close()
+            await lagging.source.close()
 
 
 async def test_a_server_on_a_shorter_branch_is_followed() -> None:
@@ -77,7 +77,7 @@ async def test_a_server_on_a_shorter_branch_is_followed() -> None:
             assert (result.undone, result.applied, result.height) == (5, 2, fork + 2)
             assert await stored_hashes(ahead.store) == [b.hash for b in net.nodes[1].chain.blocks]
         finally:
-            await other.client.close()
+            await other.source.close()
 
 
 async def test_a_fresh_index_starts_at_the_start_height() -> None:

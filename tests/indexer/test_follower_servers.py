@@ -4,6 +4,7 @@ reaches the same index as Rostrum, and a sync survives its first server going do
 from __future__ import annotations
 
 from indexer.follow import FetchedBlock
+from indexer.follow.source_electrum import ElectrumSource
 from indexer.store import AppliedBlock
 from tests.indexer.electrum_servers import client as electrum_client
 from tests.indexer.test_follower_ledger import check_against_ledger
@@ -20,7 +21,8 @@ async def test_the_fulcrum_fallback_reaches_the_same_index() -> None:
         assert without.ledger.chain.tip_hash == with_rostrum.ledger.chain.tip_hash
         want = await reindex(urls(rostrum))
         async with following(urls(fulcrum)) as run:
-            caps = await run.follower.client.capabilities()
+            assert isinstance(run.follower.source, ElectrumSource)
+            caps = await run.follower.source.client.capabilities()
             assert not caps.block_get and not caps.mempool_get
             assert await dump(run.store.conn) == want
             exp = await check_against_ledger(run.store.conn, without.ledger)
