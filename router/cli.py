@@ -19,11 +19,12 @@ import contextlib
 import dataclasses
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from indexer.cli import add_index_arguments, config_from_args
+from indexer.follow.source import ChainSource
 from indexer.network import network_prefix
 from indexer.service import run_indexer
 from indexer.snapshot import PoolSnapshot
@@ -36,9 +37,6 @@ from router.quotes import quote
 from router.service import DEFAULT_PORT, start_router
 from runtime.logs import configure_logging
 from runtime.usage import EXIT_USAGE
-
-if TYPE_CHECKING:
-    from indexer.service import IndexerConfig
 
 EXIT_ROUTING = 1
 READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
@@ -192,17 +190,14 @@ def add_commands(subparsers: Any) -> None:
 # --- ladle router: the daemon, standalone ---------------------------------------------------
 
 
-async def _on_network_of(index_config: IndexerConfig, config: RouterConfig) -> RouterConfig:
-    """`config` restricted to the network the indexed server follows (from its genesis hash),
-    so an address of another network is a bad request rather than a payment nobody can see.
-    Unchanged when the network is already set or the genesis is unknown (the devnet's own)."""
+async def _on_network_of(source: ChainSource, config: RouterConfig) -> RouterConfig:
+    """`config` restricted to the network the indexed chain is (from its genesis hash, asked
+    of the indexer's own source), so an address of another network is a bad request rather
+    than a payment nobody can see. Unchanged when the network is already set or the genesis
+    is unknown (the devnet's own)."""
     if config.network is not None:
         return config
-    client = index_config.client()
-    try:
-        prefix = network_prefix((await client.capabilities()).genesis_hash)
-    finally:
-        await client.close()
+    prefix = network_prefix(await source.genesis_hash())
     return config if prefix is None else dataclasses.replace(config, network=prefix)
 
 
@@ -211,7 +206,10 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
     index_config = config_from_args(args)
     snapshot = PoolSnapshot()
     ready = asyncio.Event()
-    indexer = asyncio.create_task(run_indexer(index_config, ready=ready, snapshot=snapshot))
+    source = index_config.source()
+    indexer = asyncio.create_task(
+        run_indexer(index_config, ready=ready, snapshot=snapshot, source=source)
+    )
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -228,7 +226,7 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
             return 1
         if stopping.is_set():
             return 0
-        config = await _on_network_of(index_config, config)
+        config = await _on_network_of(source, config)
         server = await start_router(snapshot, config, args.host, args.port, limits)
         ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
         print(f"router: {server.url} ({len(snapshot)} live pools)")
@@ -246,6 +244,8 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
         indexer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await indexer
+        with contextlib.suppress(Exception):
+            await source.close()
         for sig in signals:
             loop.remove_signal_handler(sig)
 
@@ -288,7 +288,8 @@ def add_router_command(subparsers: Any) -> None:
         "router",
         help="run the WebSocket swap router (with an in-process indexer)",
         description="Serve the router's JSON-RPC over WebSocket on a live pool snapshot kept "
-        "by an in-process indexer of --electrum into --db, until SIGINT/SIGTERM.",
+        "by an in-process indexer of --electrum (or --bitcoind-rpc) into --db, until "
+        "SIGINT/SIGTERM.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument(
