@@ -79,7 +79,7 @@ async def test_follower_indexes_the_genesis_block_and_follows(
         await client.close()
 
 
-async def _tx_build(url: str, receive: str) -> dict[str, Any]:
+async def tx_build(url: str, receive: str) -> dict[str, Any]:
     request = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -119,11 +119,11 @@ async def test_ladle_router_follows_the_chain_and_its_network(
         ready = json.loads(line.split(b" ", 1)[1])
         assert ready["height"] == nodes.bitcoind.rpc("getblockcount")
         mainnet = Wallet.from_seed("ladle real-node tier bob")
-        wrong = await _tx_build(ready["router"], mainnet.token_address)
+        wrong = await tx_build(ready["router"], mainnet.token_address)
         assert wrong["error"]["code"] == "bad_request", wrong
         assert "bchreg" in wrong["error"]["message"], wrong
         regtest = Wallet.from_seed("ladle real-node tier bob", prefix="bchreg")
-        right = await _tx_build(ready["router"], regtest.token_address)
+        right = await tx_build(ready["router"], regtest.token_address)
         assert right["error"]["code"] == "route_failed", right  # past the addresses: no pools
     finally:
         proc.terminate()

@@ -1,0 +1,296 @@
+"""Issue 20: BCHN as the indexer's chain source. The index read from the node over JSON-RPC is
+the index read through Fulcrum, row for row; new blocks are followed with and without ZMQ; a
+reorg (`invalidateblock`, a longer branch) leaves the index of the new chain; an indexer killed
+with SIGKILL mid-sync continues to the same index."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from asyncio.subprocess import PIPE
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+
+from bch.tx import hash_to_hex
+from bch.wallet import Wallet
+from indexer.bitcoind import BitcoindClient, RpcAddress
+from indexer.electrum import ElectrumClient
+from indexer.follow import Follower
+from indexer.follow.source_bitcoind import BitcoindSource
+from indexer.snapshot import PoolSnapshot
+from indexer.store import Store
+from tests.indexer.test_store_scenario import Rows, dump
+from tests.realnode.cauldron import Coin, Pool, Traffic
+from tests.realnode.nodes import RealNodes
+from tests.realnode.test_index import tx_build
+
+TRADER = Wallet.from_seed("ladle real-node tier pools", prefix="bchreg")
+POOLS = 4
+TIMEOUT = 60.0
+
+
+@dataclass
+class Market:
+    """Pools of TRADER on the chain, and what to trade them with next."""
+
+    traffic: Traffic
+    pools: list[Pool]
+    coin: Coin
+
+    def trade_all(self, rounds: int = 1) -> list[str]:
+        """Trade every pool `rounds` times; the txids sent (unconfirmed)."""
+        for _ in range(rounds):
+            for i, pool in enumerate(self.pools):
+                self.pools[i], self.coin = self.traffic.trade(pool, self.coin)
+        return self.traffic.send()
+
+
+@pytest.fixture(scope="module")
+def market(nodes: RealNodes) -> Iterator[Market]:
+    """TRADER's coinbase, matured; pools created from it and traded over a few blocks."""
+    node = nodes.bitcoind
+    height = node.rpc("getblockcount") + 1
+    node.mine(1, TRADER.address)
+    node.mine(100)
+    traffic = Traffic(node, TRADER)
+    coin = traffic.coinbase(height)
+    pools = []
+    for _ in range(POOLS):
+        pool, coin = traffic.create_pool(coin)
+        pools.append(pool)
+    traffic.send()
+    nodes.mine(1)
+    created = Market(traffic, pools, coin)
+    for _ in range(3):
+        created.trade_all(2)
+        nodes.mine(1)
+    yield created
+
+
+def node_source(nodes: RealNodes, *, zmq: bool = False) -> BitcoindSource:
+    node = nodes.bitcoind
+    client = BitcoindClient(RpcAddress.parse(node.rpc_url))
+    urls = (node.zmq_url,) if zmq and node.zmq_url else ()
+    return BitcoindSource(client, zmq=urls)
+
+
+@contextlib.asynccontextmanager
+async def index(
+    source: BitcoindSource | ElectrumClient, path: Path, **settings: Any
+) -> AsyncIterator[tuple[Follower, Store]]:
+    store = await Store.open(path, snapshot=PoolSnapshot())
+    try:
+        yield Follower(source, store, **settings), store
+    finally:
+        await store.close()
+        await source.close()
+
+
+async def electrum_index(nodes: RealNodes, path: Path) -> Rows:
+    nodes.fulcrum.wait_synced()
+    async with index(ElectrumClient([nodes.electrum_url], retries=0), path) as (follower, store):
+        await follower.sync()
+        return await dump(store.conn)
+
+
+async def test_the_node_index_is_the_fulcrum_index(
+    nodes: RealNodes, market: Market, tmp_path: Path
+) -> None:
+    want = await electrum_index(nodes, tmp_path / "fulcrum.sqlite")
+    assert len(want["cauldron_events"]) >= POOLS * 7, "pools and trades are on the chain"
+    async with index(node_source(nodes), tmp_path / "node.sqlite") as (follower, store):
+        result = await follower.sync()
+        assert result.height == nodes.bitcoind.rpc("getblockcount")
+        assert await dump(store.conn) == want
+        assert len(store.snapshot) == POOLS
+
+
+async def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            while not check():
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"not seen within {timeout}s: {what}") from None
+
+
+@pytest.mark.parametrize("zmq", [True, False], ids=["zmq", "polling"])
+async def test_new_blocks_and_trades_are_followed(
+    nodes: RealNodes, market: Market, tmp_path: Path, zmq: bool
+) -> None:
+    """With ZMQ the follower polls only every minute, so seeing a trade and a block at once
+    is the pushes' doing; without, it polls every 0.2 s."""
+    if zmq and nodes.bitcoind.zmq_url is None:
+        pytest.skip("this bitcoind build has no ZMQ")
+    source = node_source(nodes, zmq=zmq)
+    interval = 60.0 if zmq else 0.2
+    async with index(source, tmp_path / "node.sqlite", mempool_interval=interval) as (
+        follower,
+        store,
+    ):
+        ready = asyncio.Event()
+        task = asyncio.create_task(follower.run(ready=ready))
+        try:
+            await asyncio.wait_for(ready.wait(), TIMEOUT)
+            if zmq:  # ZMQ subscriptions take a moment to connect: pushes before are lost
+                await asyncio.sleep(0.5)
+            txids = market.trade_all()
+            await wait_for(
+                "the trades pending",
+                lambda: set(txids) <= {hash_to_hex(t) for t in store.snapshot.pending_txids()},
+            )
+            (block,) = nodes.bitcoind.mine(1)
+            await wait_for(
+                "the block", lambda: store.snapshot.height == nodes.bitcoind.rpc("getblockcount")
+            )
+            tip = await store.tip()
+            assert tip is not None and tip.hash_hex == block
+            await wait_for("the trades confirmed", lambda: not store.snapshot.pending_txids())
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert follower.rounds > 0
+
+
+async def test_a_reorg_leaves_the_index_of_the_new_chain(
+    nodes: RealNodes, market: Market, tmp_path: Path
+) -> None:
+    node = nodes.bitcoind
+    async with index(node_source(nodes), tmp_path / "node.sqlite") as (follower, store):
+        market.trade_all()
+        nodes.mine(3)
+        await follower.sync()
+        tip = node.rpc("getblockcount")
+        # The last three blocks are replaced by four others: their trades go back to the
+        # mempool, and a trade of their coins is mined in the new branch instead.
+        node.rpc("invalidateblock", node.rpc("getblockhash", tip - 2))
+        market.trade_all()
+        nodes.mine(4, TRADER.address)
+        result = await follower.sync()
+        assert (result.undone, result.applied) == (3, 4)
+        assert result.height == tip + 1 == node.rpc("getblockcount")
+        want = await electrum_index(nodes, tmp_path / "fulcrum.sqlite")
+        assert await dump(store.conn) == want
+
+
+def stored_height(db: Path) -> int:
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=1.0)) as conn:
+            row = conn.execute("SELECT max(height) FROM blocks").fetchone()
+    except sqlite3.Error:
+        return -1
+    return -1 if row is None or row[0] is None else int(row[0])
+
+
+def ladle_index(rpc_url: str, db: Path) -> list[str]:
+    return [
+        *(sys.executable, "-m", "ladle", "index", "--bitcoind-rpc", rpc_url, "--db", str(db)),
+        *("--exit-at-tip", "--log-format", "json", "--no-progress", "--no-registry-fetch"),
+    ]
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    try:
+        while data := await reader.read(1 << 16):
+            await asyncio.sleep(delay)
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+@contextlib.asynccontextmanager
+async def slow_proxy(port: int, delay: float) -> AsyncIterator[int]:
+    """A loopback TCP proxy to `port` that holds each request `delay` seconds: a sync long
+    enough to be killed in the middle, whatever the machine's speed."""
+
+    async def forward(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        node_r, node_w = await asyncio.open_connection("127.0.0.1", port)
+        await asyncio.gather(_pipe(client_r, node_w, delay), _pipe(node_r, client_w, 0.0))
+
+    server = await asyncio.start_server(forward, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+async def test_sigkill_mid_sync_then_restart(
+    nodes: RealNodes, market: Market, tmp_path: Path
+) -> None:
+    node = nodes.bitcoind
+    tip = node.rpc("getblockcount")
+    db = tmp_path / "index.sqlite"
+    async with slow_proxy(node.rpc_port, 0.03) as port:
+        slow = node.rpc_url.replace(f":{node.rpc_port}", f":{port}")
+        proc = await asyncio.create_subprocess_exec(
+            *ladle_index(slow, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                while stored_height(db) < tip // 3:
+                    assert proc.returncode is None, "the sync ended before it was killed"
+                    await asyncio.sleep(0.02)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = stored_height(db)
+    assert 0 < killed_at < tip, "killed in the middle of the sync"
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        count, low, high = conn.execute(
+            "SELECT count(*), min(height), max(height) FROM blocks"
+        ).fetchone()
+        assert (count, low) == (high + 1, 0), "whole blocks from the genesis, none missing"
+    done = subprocess.run(
+        ladle_index(node.rpc_url, db), capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    ready = [e for e in events if e.get("event") == "ready"]
+    assert ready and ready[0]["height"] == tip
+    async with aiosqlite.connect(db) as conn:
+        got = await dump(conn)
+    assert got == await electrum_index(nodes, tmp_path / "fulcrum.sqlite")
+
+
+async def test_ladle_router_on_the_node(nodes: RealNodes, market: Market, tmp_path: Path) -> None:
+    """`ladle router --bitcoind-rpc`: ready at the node's tip with its pools; the network (and
+    so the addresses accepted) is the node's, read from its genesis block."""
+    args = ladle_index(nodes.bitcoind.rpc_url, tmp_path / "router.sqlite")
+    args[args.index("index")] = "router"
+    args.remove("--exit-at-tip")
+    proc = await asyncio.create_subprocess_exec(
+        *args, "--port", "0", "--fee-bps", "0", stdout=PIPE, stderr=PIPE
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = b""
+        async with asyncio.timeout(TIMEOUT):
+            while not line.startswith(b"LADLE_READY"):
+                line = await proc.stdout.readline()
+                assert line, (await proc.stderr.read()).decode()[-2000:]
+        ready = json.loads(line.split(b" ", 1)[1])
+        assert ready["height"] == nodes.bitcoind.rpc("getblockcount")
+        assert ready["pools"] == POOLS
+        mainnet = Wallet.from_seed("ladle real-node tier bob")
+        wrong = await tx_build(ready["router"], mainnet.token_address)
+        assert wrong["error"]["code"] == "bad_request", wrong
+        assert "bchreg" in wrong["error"]["message"], wrong
+    finally:
+        proc.terminate()
+        await proc.wait()
