@@ -74,6 +74,12 @@ async def test_index_syncs_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
         ["--window", "0"],
         ["--mempool-interval", "0"],
         ["--electrum", "tcp://"],
+        ["--electrum", "tcp://a.example:1", "--bitcoind-rpc", "http://u:p@b.example:1"],
+        ["--bitcoind-rpc", "http://b.example:1"],  # no login
+        ["--bitcoind-rpc", "https://u:p@b.example:1"],
+        ["--bitcoind-rpc", "http://u:p@b.example:1", "--rpc-cookie", "/cookie"],
+        ["--bitcoind-rpc", "http://u:p@b.example:1", "--zmq", "b.example:2"],
+        ["--zmq", "tcp://b.example:2"],  # an option of a node, without one
     ],
 )
 def test_bad_options_are_one_line_and_status_2(
@@ -101,6 +107,17 @@ def test_the_index_command_registers_on_ladle_subparsers() -> None:
         start_height=5,
         insecure_tls=True,
         mempool=False,
+    )
+    node = parser.parse_args(
+        [
+            *("index", "--bitcoind-rpc", "http://127.0.0.1:8332", "--rpc-cookie", "/c"),
+            *("--zmq", "tcp://127.0.0.1:28332", "tcp://127.0.0.1:28333"),
+        ]
+    )
+    assert config_from_args(node) == IndexerConfig(
+        bitcoind="http://127.0.0.1:8332",
+        rpc_cookie="/c",
+        zmq=("tcp://127.0.0.1:28332", "tcp://127.0.0.1:28333"),
     )
     defaults = config_from_args(parser.parse_args(["index"]))
     assert defaults == IndexerConfig()

@@ -21,9 +21,10 @@ from typing import Any
 import aiosqlite
 import pytest
 
+from bch.block import Block
 from bch.tx import hash_to_hex
 from bch.wallet import Wallet
-from indexer.bitcoind import BitcoindClient, RpcAddress
+from indexer.bitcoind import BitcoindClient, HeightOutOfRange, RpcAddress, RpcError, UnknownBlock
 from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
 from indexer.follow.source_bitcoind import BitcoindSource
@@ -294,3 +295,22 @@ async def test_ladle_router_on_the_node(nodes: RealNodes, market: Market, tmp_pa
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_the_node_answers_as_the_client_reads_them(nodes: RealNodes) -> None:
+    """BCHN's errors for what the source asks of it, as `indexer.bitcoind.errors` reads them."""
+    client = BitcoindClient(RpcAddress.parse(nodes.bitcoind.rpc_url))
+    try:
+        height, best = await client.tip()
+        assert (await client.block_hashes(height, 5)) == [best]  # the chain ends there
+        with pytest.raises(HeightOutOfRange):
+            await client.block_hash(height + 1)
+        with pytest.raises(UnknownBlock):
+            await client.block("00" * 32)
+        assert await client.transactions(["00" * 32]) == [None]
+        genesis = await client.block(await client.block_hash(0))
+        coinbase = Block(genesis).transaction(0).txid_hex
+        with pytest.raises(RpcError, match="genesis block coinbase"):  # not "unknown"
+            await client.transactions([coinbase])
+    finally:
+        await client.close()
