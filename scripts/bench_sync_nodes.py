@@ -13,12 +13,16 @@ that creates the pools to the tip, with the same prefetch window:
 - **ladle from BCHN**: a fresh `Follower` over `BitcoindSource` syncs into a fresh SQLite
   file, as `ladle index --bitcoind-rpc` does;
 - **ladle through Fulcrum**: the same over Fulcrum (`ladle index --electrum`), which cannot hand
-  out whole blocks: each block's transactions are enumerated by position and fetched.
+  out whole blocks: each block's transactions are enumerated by position and fetched;
+- **store only**: the same blocks, fetched beforehand, applied to a fresh store from memory as
+  the follower applies them: what indexing costs without any source, so that ladle's sync
+  from BCHN over this says what reading from the node adds.
 
-The three run `--rounds` times in turn; the report gives the fastest run of each, and the
-ratio of ladle's BCHN sync to the ceiling (blocks/s over blocks/s, also per round against the
-same round's ceiling). Requests per block are counted in separate, untimed runs: HTTP requests
-and JSON-RPC calls to BCHN; round trips (lines) and calls to Fulcrum, through a counting proxy.
+The four run `--rounds` times in turn; the report gives the fastest run of each, and the
+ratios of ladle's BCHN sync to the ceiling and to the store alone (blocks/s over blocks/s, also
+per round against the same round's runs). Requests per block are counted in separate, untimed
+runs: HTTP requests and JSON-RPC calls to BCHN; round trips (lines) and calls to Fulcrum,
+through a counting proxy.
 
     .venv/bin/python scripts/bench_sync_nodes.py [--blocks 300] [--trades-per-block 40]
         [--pools 20] [--window 32] [--rounds 3] [--json FILE]
@@ -44,6 +48,7 @@ from bch.wallet import Wallet
 from indexer.bitcoind import BitcoindClient, RpcAddress
 from indexer.electrum import ElectrumClient
 from indexer.follow import BitcoindSource, BlockPipeline, ChainSource, ElectrumSource, Follower
+from indexer.follow.chain import HOLD_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
@@ -101,9 +106,9 @@ def node_client(nodes: RealNodes) -> BitcoindClient:
 
 async def linked_headers(source: ChainSource, start: int, tip: int) -> list[tuple[int, bytes]]:
     out: list[tuple[int, bytes]] = []
-    while start + len(out) <= tip:
-        got = await source.headers(start + len(out), min(2016, tip + 1 - start - len(out)))
-        out.extend((start + len(out) + i, h) for i, h in enumerate(got))
+    while (height := start + len(out)) <= tip:
+        got = await source.headers(height, min(2016, tip + 1 - height))
+        out.extend((height + i, h) for i, h in enumerate(got))
     return out
 
 
@@ -123,6 +128,29 @@ async def ceiling(nodes: RealNodes, start: int, tip: int, window: int) -> Run:
         return Run("ceiling: getblock + parse", time.perf_counter() - began, blocks, txs)
     finally:
         await source.close()
+
+
+async def store_only(nodes: RealNodes, start: int, tip: int) -> Run:
+    source = BitcoindSource(node_client(nodes))
+    try:
+        blocks = [
+            await source.block(h, header) for h, header in await linked_headers(source, start, tip)
+        ]
+    finally:
+        await source.close()
+    with tempfile.TemporaryDirectory(prefix="ladle-bench-sync-") as scratch:
+        store = await Store.open(Path(scratch) / "index.sqlite", snapshot=PoolSnapshot())
+        try:
+            began = time.perf_counter()
+            for i, fetched in enumerate(blocks):
+                await fetched.apply(store, hold=len(blocks) - i > HOLD_DISTANCE)
+            await store.commit()
+            seconds = time.perf_counter() - began
+        finally:
+            await store.close()
+    return Run(
+        "store only: apply from memory", seconds, len(blocks), sum(b.tx_count for b in blocks)
+    )
 
 
 async def sync(name: str, source: ChainSource, start: int, window: int) -> Run:
@@ -182,6 +210,7 @@ async def measure(nodes: RealNodes, start: int, window: int, rounds: int) -> dic
         lambda: ceiling(nodes, start, tip, window),
         lambda: from_node(nodes, start, window),
         lambda: through_fulcrum(nodes, start, window),
+        lambda: store_only(nodes, start, tip),
     ]
     runs: list[list[Run]] = []
     for i in range(rounds):
@@ -190,8 +219,9 @@ async def measure(nodes: RealNodes, start: int, window: int, rounds: int) -> dic
             f"round {i + 1}: "
             + ", ".join(f"{r.name} {r.blocks_per_s:,.0f} blocks/s" for r in runs[-1])
         )
-    best = [max((r[k] for r in runs), key=lambda run: run.blocks_per_s) for k in range(3)]
+    best = [max((r[k] for r in runs), key=lambda run: run.blocks_per_s) for k in range(4)]
     per_round = [r[1].blocks_per_s / r[0].blocks_per_s for r in runs]
+    over_store = [r[1].blocks_per_s / r[3].blocks_per_s for r in runs]
     return {
         "blocks": best[0].blocks,
         "txs": best[0].txs,
@@ -199,6 +229,8 @@ async def measure(nodes: RealNodes, start: int, window: int, rounds: int) -> dic
         "bchn_over_ceiling": best[1].blocks_per_s / best[0].blocks_per_s,
         "bchn_over_ceiling_per_round": per_round,
         "bchn_over_ceiling_median": statistics.median(per_round),
+        "bchn_over_store": best[1].blocks_per_s / best[3].blocks_per_s,
+        "bchn_over_store_per_round": over_store,
         "fulcrum_over_ceiling": best[2].blocks_per_s / best[0].blocks_per_s,
         "fulcrum_over_bchn": best[2].blocks_per_s / best[1].blocks_per_s,
         **await requests_per_block(nodes, start, window),
@@ -215,6 +247,8 @@ def _print(report: dict[str, Any]) -> None:
         )
     rounds = ", ".join(f"{r:.2f}" for r in report["bchn_over_ceiling_per_round"])
     print(f"ladle from BCHN ÷ ceiling: {report['bchn_over_ceiling']:.2f} (per round: {rounds})")
+    rounds = ", ".join(f"{r:.2f}" for r in report["bchn_over_store_per_round"])
+    print(f"ladle from BCHN ÷ store only: {report['bchn_over_store']:.2f} (per round: {rounds})")
     print(
         f"ladle through Fulcrum ÷ ceiling: {report['fulcrum_over_ceiling']:.2f}; "
         f"÷ ladle from BCHN: {report['fulcrum_over_bchn']:.2f}"
