@@ -74,7 +74,8 @@ class IndexerConfig:
         elif self.rpc_cookie is not None or self.zmq:
             raise ValueError("--rpc-cookie and --zmq are options of a node: give --bitcoind-rpc")
         for url in self.zmq:
-            if not url.startswith(("tcp://", "ipc://")):
+            tcp_port = url.rpartition(":")[2] if url.startswith("tcp://") else None
+            if not (url.startswith("ipc://") or (tcp_port and tcp_port.isdigit())):
                 raise ValueError(f"a ZMQ endpoint is tcp://host:port or ipc://path, got {url!r}")
         if self.rpc_connections < 1:
             raise ValueError("at least one RPC connection is needed")

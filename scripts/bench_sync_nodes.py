@@ -3,7 +3,8 @@ through Fulcrum, in the same run.
 
 A regtest BCHN (`bitcoind`, with Fulcrum in front; both found as the real-node test tier finds
 them, `LADLE_BITCOIND` / `LADLE_FULCRUM` or PATH) gets `--blocks` blocks each carrying
-`--trades-per-block` Cauldron trades over `--pools` pools, built and signed with our `bch`
+`--trades-per-block` Cauldron trades over `--pools` pools (and `--payments-per-block` plain
+payments, default none: every transaction is Cauldron's), built and signed with our `bch`
 wallet and sent with `sendrawtransaction` (tests/realnode/cauldron.py). Then, from the block
 that creates the pools to the tip, with the same prefetch window:
 
@@ -25,7 +26,8 @@ runs: HTTP requests and JSON-RPC calls to BCHN; round trips (lines) and calls to
 through a counting proxy.
 
     .venv/bin/python scripts/bench_sync_nodes.py [--blocks 300] [--trades-per-block 40]
-        [--pools 20] [--window 32] [--rounds 3] [--json FILE]
+        [--pools 20] [--payments-per-block 0] [--window 32] [--rounds 3] [--json FILE]
+
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from tests.realnode.cauldron import Traffic
 from tests.realnode.nodes import RealNodes, find_binaries, real_nodes
 
 TRADER = Wallet.from_seed("ladle sync benchmark trader", prefix="bchreg")
+PAYEE = Wallet.from_seed("ladle sync benchmark payee", prefix="bchreg").locking_bytecode
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,25 +78,21 @@ class Run:
         return self.txs / self.seconds
 
 
-def build_chain(nodes: RealNodes, blocks: int, trades: int, pools: int) -> int:
-    """Pools and `blocks` blocks of trades on the node; the height of the pools' block."""
+def build_chain(nodes: RealNodes, blocks: int, trades: int, pools: int, payments: int) -> int:
+    """Pools, then `blocks` blocks of `trades` trades and `payments` plain payments each; the
+    height of the pools' block."""
     node = nodes.bitcoind
-    funded = node.rpc("getblockcount") + 1
-    node.mine(1, TRADER.address)
-    node.mine(100)
     traffic = Traffic(node, TRADER)
-    coin = traffic.coinbase(funded)
-    live = []
-    for _ in range(pools):
-        pool, coin = traffic.create_pool(coin)
-        live.append(pool)
-    traffic.send()
+    live, coin = traffic.open_pools(pools)
     node.mine(1)
+
     first = int(node.rpc("getblockcount"))
     for _ in range(blocks):
         for i in range(trades):
             k = i % len(live)
             live[k], coin = traffic.trade(live[k], coin, sats_in=1_000)
+        for _ in range(payments):
+            coin = traffic.pay(coin, PAYEE)
         traffic.send()
         node.mine(1)
     nodes.fulcrum.wait_synced(timeout=600)
@@ -267,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=300)
     parser.add_argument("--trades-per-block", type=int, default=40)
     parser.add_argument("--pools", type=int, default=20)
+    parser.add_argument(
+        "--payments-per-block", type=int, default=0, help="plain payments beside the trades"
+    )
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", metavar="FILE")
@@ -277,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with real_nodes(binaries) as nodes:
         began = time.perf_counter()
-        start = build_chain(nodes, args.blocks, args.trades_per_block, args.pools)
+        start = build_chain(
+            nodes, args.blocks, args.trades_per_block, args.pools, args.payments_per_block
+        )
         print(f"chain built in {time.perf_counter() - began:.0f}s; measuring from height {start}")
         report = asyncio.run(measure(nodes, start, args.window, args.rounds))
         report["versions"] = nodes.versions

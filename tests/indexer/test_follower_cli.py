@@ -79,6 +79,7 @@ async def test_index_syncs_follows_and_stops_on_sigterm(tmp_path: Path) -> None:
         ["--bitcoind-rpc", "https://u:p@b.example:1"],
         ["--bitcoind-rpc", "http://u:p@b.example:1", "--rpc-cookie", "/cookie"],
         ["--bitcoind-rpc", "http://u:p@b.example:1", "--zmq", "b.example:2"],
+        ["--bitcoind-rpc", "http://u:p@b.example:1", "--zmq", "tcp://b.example"],
         ["--zmq", "tcp://b.example:2"],  # an option of a node, without one
     ],
 )

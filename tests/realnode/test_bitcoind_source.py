@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from indexer.store import Store
 from tests.indexer.test_store_scenario import Rows, dump
 from tests.realnode.cauldron import Coin, Pool, Traffic
 from tests.realnode.nodes import RealNodes
-from tests.realnode.test_index import tx_build
+from tests.realnode.test_index import ladle_router, refuses_mainnet_addresses
 
 TRADER = Wallet.from_seed("ladle real-node tier pools", prefix="bchreg")
 POOLS = 4
@@ -59,19 +58,11 @@ class Market:
 @pytest.fixture(scope="module")
 def market(nodes: RealNodes) -> Iterator[Market]:
     """TRADER's coinbase, matured; pools created from it and traded over a few blocks."""
-    node = nodes.bitcoind
-    height = node.rpc("getblockcount") + 1
-    node.mine(1, TRADER.address)
-    node.mine(100)
-    traffic = Traffic(node, TRADER)
-    coin = traffic.coinbase(height)
-    pools = []
-    for _ in range(POOLS):
-        pool, coin = traffic.create_pool(coin)
-        pools.append(pool)
-    traffic.send()
+    traffic = Traffic(nodes.bitcoind, TRADER)
+    pools, coin = traffic.open_pools(POOLS)
     nodes.mine(1)
     created = Market(traffic, pools, coin)
+
     for _ in range(3):
         created.trade_all(2)
         nodes.mine(1)
@@ -272,29 +263,11 @@ async def test_sigkill_mid_sync_then_restart(
 async def test_ladle_router_on_the_node(nodes: RealNodes, market: Market, tmp_path: Path) -> None:
     """`ladle router --bitcoind-rpc`: ready at the node's tip with its pools; the network (and
     so the addresses accepted) is the node's, read from its genesis block."""
-    args = ladle_index(nodes.bitcoind.rpc_url, tmp_path / "router.sqlite")
-    args[args.index("index")] = "router"
-    args.remove("--exit-at-tip")
-    proc = await asyncio.create_subprocess_exec(
-        *args, "--port", "0", "--fee-bps", "0", stdout=PIPE, stderr=PIPE
-    )
-    try:
-        assert proc.stdout is not None and proc.stderr is not None
-        line = b""
-        async with asyncio.timeout(TIMEOUT):
-            while not line.startswith(b"LADLE_READY"):
-                line = await proc.stdout.readline()
-                assert line, (await proc.stderr.read()).decode()[-2000:]
-        ready = json.loads(line.split(b" ", 1)[1])
+    db = str(tmp_path / "router.sqlite")
+    async with ladle_router("--bitcoind-rpc", nodes.bitcoind.rpc_url, "--db", db) as ready:
         assert ready["height"] == nodes.bitcoind.rpc("getblockcount")
         assert ready["pools"] == POOLS
-        mainnet = Wallet.from_seed("ladle real-node tier bob")
-        wrong = await tx_build(ready["router"], mainnet.token_address)
-        assert wrong["error"]["code"] == "bad_request", wrong
-        assert "bchreg" in wrong["error"]["message"], wrong
-    finally:
-        proc.terminate()
-        await proc.wait()
+        await refuses_mainnet_addresses(ready["router"])
 
 
 async def test_the_node_answers_as_the_client_reads_them(nodes: RealNodes) -> None:

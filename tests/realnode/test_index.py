@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 from asyncio.subprocess import PIPE
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +101,12 @@ async def tx_build(url: str, receive: str) -> dict[str, Any]:
     return answer
 
 
-async def test_ladle_router_follows_the_chain_and_its_network(
-    nodes: RealNodes, tmp_path: Path
-) -> None:
-    """Ready without `--start-height`; addresses must be of the server's network (regtest:
-    `bchreg:`), an address of another network is a bad request."""
-    db = str(tmp_path / "router.sqlite")
-    args = [*_ladle("router", "--electrum", nodes.electrum_url, "--db", db)]
+@contextlib.asynccontextmanager
+async def ladle_router(*args: str) -> AsyncIterator[dict[str, Any]]:
+    """`ladle router ARGS` (no fee, a free port) until its `LADLE_READY` line: that line's
+    document; the router is stopped on leaving."""
     proc = await asyncio.create_subprocess_exec(
-        *args, "--port", "0", "--fee-bps", "0", stdout=PIPE, stderr=PIPE
+        *_ladle("router", *args), "--port", "0", "--fee-bps", "0", stdout=PIPE, stderr=PIPE
     )
     try:
         assert proc.stdout is not None and proc.stderr is not None
@@ -116,15 +115,30 @@ async def test_ladle_router_follows_the_chain_and_its_network(
             while not line.startswith(b"LADLE_READY"):
                 line = await proc.stdout.readline()
                 assert line, (await proc.stderr.read()).decode()[-2000:]
-        ready = json.loads(line.split(b" ", 1)[1])
-        assert ready["height"] == nodes.bitcoind.rpc("getblockcount")
-        mainnet = Wallet.from_seed("ladle real-node tier bob")
-        wrong = await tx_build(ready["router"], mainnet.token_address)
-        assert wrong["error"]["code"] == "bad_request", wrong
-        assert "bchreg" in wrong["error"]["message"], wrong
-        regtest = Wallet.from_seed("ladle real-node tier bob", prefix="bchreg")
-        right = await tx_build(ready["router"], regtest.token_address)
-        assert right["error"]["code"] == "route_failed", right  # past the addresses: no pools
+        ready: dict[str, Any] = json.loads(line.split(b" ", 1)[1])
+        yield ready
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def refuses_mainnet_addresses(router: str) -> None:
+    """A `bitcoincash:` address is a bad request naming the network's prefix (`bchreg`)."""
+    mainnet = Wallet.from_seed("ladle real-node tier bob")
+    wrong = await tx_build(router, mainnet.token_address)
+    assert wrong["error"]["code"] == "bad_request", wrong
+    assert "bchreg" in wrong["error"]["message"], wrong
+
+
+async def test_ladle_router_follows_the_chain_and_its_network(
+    nodes: RealNodes, tmp_path: Path
+) -> None:
+    """Ready without `--start-height`; addresses must be of the server's network (regtest:
+    `bchreg:`), an address of another network is a bad request."""
+    db = str(tmp_path / "router.sqlite")
+    async with ladle_router("--electrum", nodes.electrum_url, "--db", db) as ready:
+        assert ready["height"] == nodes.bitcoind.rpc("getblockcount")
+        await refuses_mainnet_addresses(ready["router"])
+        regtest = Wallet.from_seed("ladle real-node tier bob", prefix="bchreg")
+        right = await tx_build(ready["router"], regtest.token_address)
+        assert right["error"]["code"] == "route_failed", right  # past the addresses: no pools
