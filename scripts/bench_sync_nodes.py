@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -277,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if binaries is None:
         print(f"bench_sync_nodes: {reason}", file=sys.stderr)
         return 2
+    # A SIGTERM unwinds like an exception, so the nodes are stopped and their directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     with real_nodes(binaries) as nodes:
         began = time.perf_counter()
         start = build_chain(

@@ -23,7 +23,10 @@ merkle root, which also catches a reorg in the middle of the enumeration. Limits
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bch.block import BlockHeader, merkle_root
@@ -41,6 +44,9 @@ from indexer.electrum.results import header_bytes, is_hash_hex
 log = logging.getLogger(__name__)
 
 END_OF_BLOCK = "no transaction at position"
+# Transaction requests the fallback keeps queued at a server at once (`RequestBudget`): at
+# about 1,000 a second (Fulcrum asking its node), well within the 30 s request timeout.
+FALLBACK_REQUESTS = 2_000
 FIRST_POSITIONS = 32  # first enumeration batch; grows ×4 up to the connection's batch limit
 
 
@@ -118,11 +124,13 @@ async def block_transactions_by_position(
     header: bytes | None = None,
     *,
     timeout: float | None = None,
+    budget: RequestBudget | None = None,
 ) -> list[bytes]:
     """Raw transactions of the block at `height` without `blockchain.block.get`.
 
     The enumeration is checked against the merkle root of `header` (fetched first when not
     given); a mismatch means the block at `height` is not (or no longer) that one: BlockChanged.
+    With `budget`, the transactions are fetched when it has room for them.
     """
     if header is None:
         header = header_bytes(
@@ -132,4 +140,37 @@ async def block_transactions_by_position(
     root = merkle_root([hex_to_hash(t) for t in txids])
     if root != BlockHeader.from_bytes(header).merkle_root:
         raise BlockChanged(f"block at height {height} does not match the expected header")
-    return await fetch_transactions(conn, txids[1:] if height == 0 else txids, timeout=timeout)
+    wanted = txids[1:] if height == 0 else txids
+    if budget is None:
+        return await fetch_transactions(conn, wanted, timeout=timeout)
+    async with budget.take(len(wanted)):
+        return await fetch_transactions(conn, wanted, timeout=timeout)
+
+
+class RequestBudget:
+    """At most `limit` requests of the fallback's transaction fetches queued at the server at
+    once, over every block in flight: a 32-block window of blocks of a few hundred
+    transactions would otherwise queue thousands of `transaction.get` at Fulcrum (which asks
+    its node for each in turn), and the last ones time out while they wait. A fetch larger than
+    the limit runs alone."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("the request budget must be at least 1")
+        self.limit = limit
+        self.used = 0
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def take(self, requests: int) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: not self.used or self.used + requests <= self.limit
+            )
+            self.used += requests
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self.used -= requests
+                self._changed.notify_all()

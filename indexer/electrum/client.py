@@ -14,7 +14,11 @@ from typing import Any
 
 from bch.block import Block
 from bch.encoding import DecodeError
-from indexer.electrum.capabilities import block_transactions_by_position
+from indexer.electrum.capabilities import (
+    FALLBACK_REQUESTS,
+    RequestBudget,
+    block_transactions_by_position,
+)
 from indexer.electrum.connection import ElectrumConnection
 from indexer.electrum.errors import (
     BlockChanged,
@@ -63,6 +67,9 @@ def split_block(raw: bytes, header: bytes | None = None) -> list[bytes]:
 
 
 class ElectrumClient(ElectrumPool):
+    # One for the client, made on first use: every block fetched by position shares it.
+    _fallback_budget: RequestBudget | None = None
+
     # --- chain --------------------------------------------------------------------------------
 
     async def get_tip(self) -> tuple[int, bytes]:
@@ -116,7 +123,11 @@ class ElectrumClient(ElectrumPool):
             if conn.capabilities is not None and conn.capabilities.block_get:
                 txs = split_block(await fetch_block(conn, height, timeout=timeout), header)
                 return txs[1:] if height == 0 else txs  # as the fallback must (see there)
-            return await block_transactions_by_position(conn, height, header, timeout=timeout)
+            if self._fallback_budget is None:
+                self._fallback_budget = RequestBudget(FALLBACK_REQUESTS)
+            return await block_transactions_by_position(
+                conn, height, header, timeout=timeout, budget=self._fallback_budget
+            )
 
         return await self.run(op)
 

@@ -3,6 +3,7 @@ devnet, blocks enumerate to exactly the same transactions as `blockchain.block.g
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from indexer.electrum import (
     ElectrumProtocolError,
     NotSupported,
 )
-from indexer.electrum.capabilities import FIRST_POSITIONS
+from indexer.electrum.capabilities import FIRST_POSITIONS, RequestBudget
 from indexer.electrum.errors import METHOD_NOT_FOUND
 from tests.indexer.electrum_servers import (
     RecordingProxy,
@@ -143,3 +144,32 @@ async def test_a_server_on_another_chain_is_refused() -> None:
             await other.get_tip()
         assert other.health[other.servers[0]].failures >= 1
         await other.close()
+
+
+async def test_the_fallback_budget_queues_fetches_beyond_it() -> None:
+    budget = RequestBudget(100)
+    order: list[str] = []
+
+    async def fetch(name: str, requests: int, hold: asyncio.Event) -> None:
+        async with budget.take(requests):
+            order.append(f"{name} in")
+            await hold.wait()
+        order.append(f"{name} out")
+
+    first, second, third = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    tasks = [asyncio.create_task(fetch("a", 60, first))]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(fetch("b", 60, second)))  # 120 > 100: waits for a
+    await asyncio.sleep(0)
+    assert order == ["a in"] and budget.used == 60
+    first.set()
+    await asyncio.sleep(0.01)
+    assert order == ["a in", "a out", "b in"]
+    second.set()
+    await asyncio.sleep(0.01)
+    tasks.append(asyncio.create_task(fetch("big", 500, third)))  # beyond the limit: alone
+    await asyncio.sleep(0.01)
+    assert order[-1] == "big in" and budget.used == 500
+    third.set()
+    await asyncio.gather(*tasks)
+    assert budget.used == 0

@@ -116,6 +116,19 @@ async def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) 
         raise AssertionError(f"not seen within {timeout}s: {what}") from None
 
 
+async def zmq_connected(nodes: RealNodes, source: BitcoindSource) -> None:
+    """Mine until the listener hears a push: a subscription takes a moment to connect, and
+    what the node publishes before is lost to it."""
+    listener = source.listener
+    assert listener is not None
+    for _ in range(20):
+        nodes.bitcoind.mine(1)
+        with contextlib.suppress(AssertionError):
+            await wait_for("a push", lambda: listener.messages > 0, timeout=1.0)
+            return
+    raise AssertionError("no ZMQ push arrived")
+
+
 @pytest.mark.parametrize("zmq", [True, False], ids=["zmq", "polling"])
 async def test_new_blocks_and_trades_are_followed(
     nodes: RealNodes, market: Market, tmp_path: Path, zmq: bool
@@ -134,8 +147,8 @@ async def test_new_blocks_and_trades_are_followed(
         task = asyncio.create_task(follower.run(ready=ready))
         try:
             await asyncio.wait_for(ready.wait(), TIMEOUT)
-            if zmq:  # ZMQ subscriptions take a moment to connect: pushes before are lost
-                await asyncio.sleep(0.5)
+            if zmq:
+                await zmq_connected(nodes, source)
             txids = market.trade_all()
             await wait_for(
                 "the trades pending",
