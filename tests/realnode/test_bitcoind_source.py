@@ -177,8 +177,8 @@ async def test_a_reorg_leaves_the_index_of_the_new_chain(
         nodes.mine(3)
         await follower.sync()
         tip = node.rpc("getblockcount")
-        # The last three blocks are replaced by four others: their trades go back to the
-        # mempool, and a trade of their coins is mined in the new branch instead.
+        # The last three blocks are replaced by four others: their trades return to the
+        # mempool and are mined again, at other heights, with one more trade of every pool.
         node.rpc("invalidateblock", node.rpc("getblockhash", tip - 2))
         market.trade_all()
         nodes.mine(4, TRADER.address)
