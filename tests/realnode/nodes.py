@@ -88,6 +88,7 @@ class Bitcoind:
     process: subprocess.Popen[bytes] | None = None
     version: str = ""
     zmq_port: int | None = None  # hashblock and rawtx pushes, when the build has ZMQ
+    cookie: bool = False  # log in with the cookie file the node writes, not RPC_USER
 
     def start(self) -> None:
         self.datadir.mkdir(parents=True, exist_ok=True)
@@ -109,8 +110,7 @@ class Bitcoind:
             "-rpcbind=127.0.0.1",
             "-rpcallowip=127.0.0.1",
             f"-rpcport={self.rpc_port}",
-            f"-rpcuser={RPC_USER}",
-            f"-rpcpassword={RPC_PASSWORD}",
+            *(() if self.cookie else (f"-rpcuser={RPC_USER}", f"-rpcpassword={RPC_PASSWORD}")),
             "-expire=0",
             "-dnsseed=0",
             "-discover=0",
@@ -144,7 +144,7 @@ class Bitcoind:
     def rpc(self, method: str, *params: Any) -> Any:
         conn = http.client.HTTPConnection("127.0.0.1", self.rpc_port, timeout=60)
         try:
-            auth = base64.b64encode(f"{RPC_USER}:{RPC_PASSWORD}".encode()).decode()
+            auth = self._auth()
             body = orjson.dumps({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
             conn.request(
                 "POST",
@@ -165,7 +165,7 @@ class Bitcoind:
         """Each call's result, in order, from one JSON-RPC batch; RpcError on the first error."""
         conn = http.client.HTTPConnection("127.0.0.1", self.rpc_port, timeout=120)
         try:
-            auth = base64.b64encode(f"{RPC_USER}:{RPC_PASSWORD}".encode()).decode()
+            auth = self._auth()
             body = orjson.dumps(
                 [
                     {"jsonrpc": "1.0", "id": i, "method": m, "params": p}
@@ -187,8 +187,19 @@ class Bitcoind:
         return [reply["result"] for reply in replies]
 
     @property
+    def cookie_file(self) -> Path:
+        return self.datadir / "regtest" / ".cookie"
+
+    def _auth(self) -> str:
+        login = self.cookie_file.read_text() if self.cookie else f"{RPC_USER}:{RPC_PASSWORD}"
+        return base64.b64encode(login.strip().encode()).decode()
+
+    @property
     def rpc_url(self) -> str:
-        """The node's JSON-RPC as `ladle index --bitcoind-rpc` takes it."""
+        """The node's JSON-RPC as `ladle index --bitcoind-rpc` takes it (with `--rpc-cookie
+        cookie_file` for a node that logs in by cookie)."""
+        if self.cookie:
+            return f"http://127.0.0.1:{self.rpc_port}"
         return f"http://{RPC_USER}:{RPC_PASSWORD}@127.0.0.1:{self.rpc_port}"
 
     @property

@@ -31,7 +31,7 @@ from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from tests.indexer.test_store_scenario import Rows, dump
 from tests.realnode.cauldron import Coin, Pool, Traffic
-from tests.realnode.nodes import RealNodes
+from tests.realnode.nodes import Bitcoind, RealNodes
 from tests.realnode.test_index import ladle_router, refuses_mainnet_addresses
 
 TRADER = Wallet.from_seed("ladle real-node tier pools", prefix="bchreg")
@@ -300,3 +300,29 @@ async def test_the_node_answers_as_the_client_reads_them(nodes: RealNodes) -> No
             await client.transactions([coinbase])
     finally:
         await client.close()
+
+
+async def test_a_login_by_cookie(nodes: RealNodes, tmp_path: Path) -> None:
+    """A node without `rpcuser` writes a cookie, a new one at each start: `--rpc-cookie` logs
+    in with it, and a client reads it again after the node restarted."""
+    node = Bitcoind(nodes.bitcoind.binary, tmp_path / "bchn", cookie=True)
+    try:
+        node.start()
+        node.mine(3)
+        db = tmp_path / "index.sqlite"
+        args = [*ladle_index(node.rpc_url, db), "--rpc-cookie", str(node.cookie_file)]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert stored_height(db) == 3
+        client = BitcoindClient(RpcAddress.parse(node.rpc_url, cookie=node.cookie_file))
+        try:
+            assert (await client.tip())[0] == 3
+            before = node.cookie_file.read_text()
+            node.stop()
+            node.start()
+            assert node.cookie_file.read_text() != before
+            assert (await client.tip())[0] == node.rpc("getblockcount")
+        finally:
+            await client.close()
+    finally:
+        node.stop()
