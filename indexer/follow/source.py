@@ -27,11 +27,6 @@ MempoolPushed = Callable[[], None]
 
 
 class ChainSource(Protocol):
-    @property
-    def name(self) -> str:
-        """The server, for logs (no secret)."""
-        ...
-
     async def genesis_hash(self) -> str | None:
         """The chain's genesis hash (display hex); None when the source does not say."""
         ...

@@ -40,10 +40,6 @@ class BitcoindSource:
         self.listener: ZmqListener | None = None
         self._warned_prevouts = False
 
-    @property
-    def name(self) -> str:
-        return self.client.address.url
-
     async def genesis_hash(self) -> str | None:
         return await self.client.block_hash(0)
 

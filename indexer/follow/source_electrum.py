@@ -19,11 +19,6 @@ class ElectrumSource:
     def __init__(self, client: ElectrumClient) -> None:
         self.client = client
 
-    @property
-    def name(self) -> str:
-        server = self.client.current_server or self.client.servers[0]
-        return server.url
-
     async def genesis_hash(self) -> str | None:
         return (await self.client.capabilities()).genesis_hash
 
