@@ -8,9 +8,9 @@
   checks it against its header and merkle root. Fetches run concurrently up to the follower's
   window, at most `connections` at the node at once (its `-rpcthreads`).
 - **Mempool**: the whole listing (`getrawmempool`), transactions by `getrawtransaction` or from
-  the ZMQ `rawtx` pushes. A transaction gone from the listing is confirmed by a block not yet
-  applied exactly when the node's tip is no longer the store's (the listing is read after the
-  catch-up): its eviction then waits for the next round, which applies that block.
+  the ZMQ `rawtx` pushes. A transaction gone from the listing can be confirmed by a block the
+  store lacks only if the node's tip is no longer the store's (the listing is read after the
+  catch-up); then its eviction waits for the next round, which applies that block first.
 - **Pushes** (`--zmq`): `hashblock` and `rawtx` wake the follower at once; without them (or
   while ZMQ is down) it polls every round interval.
 - **Prevouts** (outputs the index never saw) come from `getrawtransaction`, which needs the
