@@ -27,6 +27,7 @@ from indexer.cli import add_index_arguments, config_from_args
 from indexer.network import network_prefix
 from indexer.service import run_indexer
 from indexer.snapshot import PoolSnapshot
+from router import wire
 from router.build import build
 from router.daemon import DaemonConfig
 from router.errors import RouterError
@@ -113,7 +114,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.quote_doc(result))
     return 0
 
 
@@ -130,7 +131,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.build_doc(result))
     return 0
 
 

@@ -33,6 +33,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from router import wire
 from router.book import LiveBook
 from router.build import build
 from router.errors import ErrorCode, RouterError, bad_request, build_failed
@@ -134,14 +135,6 @@ class Outbox:
                     break
                 message = self._slots.pop(sub_id)
                 await self._ws.send(message, text=True)  # orjson bytes are UTF-8
-
-
-def _reply(req_id: Any, result: Any) -> bytes:
-    return orjson.dumps({"id": req_id, "result": result})
-
-
-def _error(req_id: Any, err: RouterError) -> bytes:
-    return orjson.dumps({"id": req_id, "error": err.to_json()})
 
 
 def not_found(message: str, **data: Any) -> RouterError:
@@ -262,7 +255,7 @@ class RouterDaemon:
             req_id = None
         wait = session.bucket.take()
         if wait:
-            return _error(
+            return wire.error_reply(
                 req_id,
                 RouterError(
                     ErrorCode.RATE_LIMITED,
@@ -287,14 +280,14 @@ class RouterDaemon:
             if unknown:
                 raise bad_request(f"unknown request member(s): {', '.join(unknown)}")
             params = doc.get("params", {})
-            return _reply(req_id, handler(session, params))
+            return wire.reply(req_id, handler(session, params))
         except RouterError as exc:
             if exc.code is ErrorCode.BUILD_FAILED:
                 log.warning("build_failed: %s %s", exc.message, exc.data)
-            return _error(req_id, exc)
+            return wire.error_reply(req_id, exc)
         except Exception:
             log.exception("request failed")
-            return _error(req_id, build_failed("internal error; it has been logged"))
+            return wire.error_reply(req_id, build_failed("internal error; it has been logged"))
 
     # --- methods --------------------------------------------------------------------------------
 
@@ -303,11 +296,11 @@ class RouterDaemon:
 
     def _quote(self, session: _Session, params: Any) -> Any:
         request = parse_quote_params(params)
-        return orjson.Fragment(quote(self.live.current(), request, self.config).to_json_bytes())
+        return orjson.Fragment(wire.quote_bytes(quote(self.live.current(), request, self.config)))
 
     def _build(self, session: _Session, params: Any) -> Any:
         request = parse_build_params(params, self.config)
-        return orjson.Fragment(build(self.live.current(), request, self.config).to_json_bytes())
+        return orjson.Fragment(wire.build_bytes(build(self.live.current(), request, self.config)))
 
     def _subscribe(self, session: _Session, kind: Kind, params: Any) -> Any:
         if len(session.subs) >= self.limits.max_subscriptions:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from operator import attrgetter
-from typing import Any
 
 from bch.token import MAX_TOKEN_AMOUNT
 from protocols.cauldron.formulas import (
@@ -53,30 +52,6 @@ class Leg:
     @property
     def lp_fee(self) -> int:
         return lp_fee(self.pool.sats, self.after.sats)
-
-    def to_json(self) -> dict[str, Any]:
-        pool, after = self.pool, self.after
-        owner, sats_before, tokens_before = pool.json_strings
-        if after.sats > pool.sats:  # buy: sats in, tokens out
-            direction = "buy"
-            amount_in, amount_out = after.sats - pool.sats, pool.tokens - after.tokens
-        else:
-            direction = "sell"
-            amount_in, amount_out = after.tokens - pool.tokens, pool.sats - after.sats
-        return {
-            "txid": pool.txid,
-            "tx_pos": pool.vout,
-            "owner_pkh": owner,
-            "token_id": pool.token_id,
-            "direction": direction,
-            "amount_in": str(amount_in),
-            "amount_out": str(amount_out),
-            "lp_fee": str(lp_fee(pool.sats, after.sats)),
-            "sats_before": sats_before,
-            "tokens_before": tokens_before,
-            "sats_after": str(after.sats),
-            "tokens_after": str(after.tokens),
-        }
 
 
 # A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
@@ -191,7 +166,6 @@ _pool_of = attrgetter("pool")
 _after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
 _tokens_of = attrgetter("tokens")
-# Pool's `leg_json_bytes` slots (None until made, all three together).
 # A pool's input plus re-created output by its amount's width: `bisect_left(_WIDTH_TOPS, n)`
 # is 0 for 1-byte amounts (n ≤ 252), 1 for 3-byte, 2 for 5-byte, 3 for 9-byte.
 _WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import orjson
-
+from router import wire
 from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError, build_failed
@@ -93,30 +92,23 @@ def evaluate(
     try:
         if isinstance(request, BuildRequest):
             result = build(book, request, config, trace=trace)
-            return b"tx:" + result.tx.to_bytes(), b'"result":' + result.to_json_bytes()
+            return b"tx:" + result.tx.to_bytes(), wire.result_member(wire.build_bytes(result))
         q = quote(book, request, config, trace=trace)
-        doc = q.to_json()
+        doc = wire.quote_doc(q)
         stable = {k: v for k, v in doc.items() if k not in _UNSTABLE}
-        return b"route:" + orjson.dumps(stable), b'"result":' + orjson.dumps(doc)
+        return b"route:" + wire.canonical(stable), wire.result_member(wire.quote_bytes(q))
     except RouterError as exc:
-        error = exc.to_json()
+        error = exc
     except Exception:  # a router bug must not kill the subscription loop
         log.exception("re-routing a %s subscription failed", kind.value)
-        error = build_failed("internal error while re-routing").to_json()
-    return b"error:" + orjson.dumps(error), b'"error":' + orjson.dumps(error)
+        error = build_failed("internal error while re-routing")
+    body = wire.error_member(error)
+    return b"error:" + body, body
 
 
 def push_message(kind: Kind, sub_id: str, body: bytes) -> bytes:
     """`{"method": "tx.update"|"route.update", "params": {"subscription": id, <body>}}`."""
-    return (
-        b'{"method":"'
-        + kind.push_method.encode()
-        + b'","params":{"subscription":'
-        + orjson.dumps(sub_id)
-        + b","
-        + body
-        + b"}}"
-    )
+    return wire.push(kind.push_method, sub_id, body)
 
 
 class Subscriptions:
@@ -279,4 +271,4 @@ class _Diffs:
 
 def canonical_params(params: Any) -> bytes:
     """Identical orders share one routing: the params as sorted-key JSON."""
-    return orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+    return wire.canonical(params)

@@ -34,7 +34,7 @@ class _Plan:
     tables: dict[bool, _SweepTable] = field(default_factory=dict, compare=False, repr=False)
 
     def sweep(self, m: _Model, target: float, exact_in: bool, limit: int) -> _Fill:
-        """`_sweep(m, self.order, self.enter, m.by_vmin, target, exact_in, limit)`."""
+        """The sweep of this plan's breakpoints (`_SweepTable`) for one order."""
         table = self.tables.get(exact_in)
         if table is None:
             table = self.tables.setdefault(
@@ -47,86 +47,19 @@ class _Plan:
 class _Fill:
     v: float  # the common √rate; 0 when the members cannot fill the order
     members: list[int]  # model indices admitted by the sweep
-    jumped: bool = False  # the last member's admission overshot the order (see _sweep)
-
-
-def _sweep(
-    m: _Model,
-    order: Sequence[int],
-    enter: Sequence[float],
-    sat_order: Sequence[int],
-    target: float,
-    exact_in: bool,
-    limit: int | None = None,
-) -> _Fill:
-    """Walk the breakpoints from the best rate down until the pools admitted so far fill
-    `target`. `enter[j]` is where pool `order[j]` is admitted (descending); `sat_order` lists
-    the candidates by descending v_min. The fill is linear in 1/v (exact in) or v (exact out)
-    between breakpoints, so the crossing is solved in closed form.
-
-    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
-    overshoots the order the sweep stops with `jumped` and the caller re-solves that set. It
-    also stops, unsolved (v = 0), once more than `limit` pools are admitted.
-    """
-    a_arr, vmin = m.a, m.vmin
-    off = m.b if exact_in else m.c  # per-pool constant of the linear form
-    cap = m.cap_in if exact_in else m.cap_out
-    sum_a = sum_k = sat_total = 0.0
-    state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
-    members: list[int] = []
-    most = limit if limit is not None else len(m)
-    ei = si = 0
-    n_e, n_s = len(order), len(sat_order)
-    while True:
-        ve = enter[ei] if ei < n_e else 0.0
-        vs = vmin[sat_order[si]] if si < n_s else 0.0
-        if vs > ve and state[sat_order[si]] != 1:
-            si += 1  # saturates before it is admitted (it will enter saturated) or never enters
-            continue
-        v_next = ve if ve >= vs else vs
-        if exact_in:
-            if v_next > 0.0:
-                fill = sum_a / v_next - sum_k + sat_total
-            else:
-                fill = _INF if sum_a > 0.0 else sat_total
-        else:
-            fill = sum_k - sum_a * v_next + sat_total
-        if fill >= target and sum_a > 0.0:
-            if exact_in:
-                v = sum_a / (target + sum_k - sat_total)
-            else:
-                v = (sum_k + sat_total - target) / sum_a
-            return _Fill(max(v, v_next), members)
-        if v_next <= 0.0:
-            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
-        if ve >= vs:
-            if len(members) >= most:
-                return _Fill(0.0, members)
-            i = order[ei]
-            ei += 1
-            members.append(i)
-            if ve > vmin[i]:
-                state[i] = 1
-                sum_a += a_arr[i]
-                sum_k += off[i]
-                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
-            else:
-                state[i] = 2
-                sat_total += cap[i]
-                gained = cap[i]
-            if gained > 0.0 and fill + gained >= target:
-                return _Fill(0.0, members, jumped=True)
-        else:
-            i = sat_order[si]
-            si += 1
-            state[i] = 2
-            sum_a -= a_arr[i]
-            sum_k -= off[i]
-            sat_total += cap[i]
+    jumped: bool = False  # the last member's admission overshot the order (see _SweepTable)
 
 
 class _SweepTable:
-    """`_sweep` of one breakpoint sequence, recorded once for every order on it.
+    """The sweep down one breakpoint sequence, recorded once for every order on it.
+
+    The sweep walks the breakpoints from the best rate down until the pools admitted so far
+    fill the order's target. `enter[j]` is where pool `order[j]` is admitted (descending);
+    `sat_order` lists the candidates by descending v_min. The fill is linear in 1/v (exact
+    in) or v (exact out) between breakpoints, so the crossing is solved in closed form.
+    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
+    overshoots the order the sweep stops with `jumped` and the caller re-solves that set. It
+    also stops, unsolved (v = 0), once more than `limit` pools are admitted.
 
     The walk (which pools are admitted or saturate, in which order, and the running sums)
     depends on the model and the plan only, not on the order's amount; the amount only
@@ -135,7 +68,7 @@ class _SweepTable:
     orders need it, and an order finds its stop by bisection on the running maximum of those
     fills (the first breakpoint reaching the target; a running maximum, so float rounding
     cannot make it differ from the walk's first). Members are a prefix of `order`. The
-    result is `_sweep`'s exactly (`tests/router/test_sweep_table.py`)."""
+    result is the plain walk's exactly (`tests/router/reference.py`, `test_sweep_table.py`)."""
 
     __slots__ = (
         "_a",
@@ -221,8 +154,8 @@ class _SweepTable:
         return bisect_left(self._admitted, j)
 
     def _extend(self, target: float, limit: int) -> None:
-        """Walk on (as `_sweep` does) until a recorded fill reaches `target`, more than
-        `limit` pools are admitted, or the breakpoints end."""
+        """Walk on until a recorded fill reaches `target`, more than `limit` pools are
+        admitted, or the breakpoints end."""
         order, enter, sat_order = self._order, self._enter, self._sat_order
         a_arr, vmin, off, cap, state = self._a, self._vmin, self._off, self._cap, self._state
         exact_in = self._exact_in
@@ -291,7 +224,8 @@ def _plain_fill(m: _Model, members: Iterable[int], target: float, exact_in: bool
     """Water-fill exactly this set of pools (no byte costs: each trades from its v_max)."""
     order = sorted(members)  # model order is v_max order
     sat_order = sorted(order, key=m.vmin.__getitem__, reverse=True)
-    return _sweep(m, order, [m.vmax[i] for i in order], sat_order, target, exact_in)
+    table = _SweepTable(m, order, [m.vmax[i] for i in order], sat_order, exact_in)
+    return table.fill(target, len(order))
 
 
 def _allocation(m: _Model, members: Iterable[int], v: float) -> list[tuple[int, float, float]]:

@@ -15,17 +15,18 @@ from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
     LP_FEE_DEN,
     LP_FEE_NUM,
-    PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
-from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, Leg, _sats_of, _tokens_of
+from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, _sats_of, _tokens_of
 from router.pools import (
     Pool,
     PoolBook,
+    buy_out_cap,
     pool_reserve,
+    pool_sell_cap,
     sell_input_limit,
 )
 from router.solve.continuous import _entry_points, _Plan
@@ -43,13 +44,9 @@ _LegColumns = tuple[Sequence[int], Sequence[int], Sequence[int]]
 # --- the per-token model ---------------------------------------------------------------------
 
 
-def _sell_out_cap(pool: Pool) -> int:
-    """Most sats a sale may take: the pool keeps the dust threshold of its re-created output
-    for its token amount after the sale, which stays within 2^63−1 (`pools.sell_out_cap`)."""
-    return pool.sell_cap
-
-
-_Row = tuple[float, float, float, float, float, Pool]  # v_max, a, b, c, v_min, pool
+# v_max, a, b, c, v_min, the pool, and the most output one trade may take from it (the reserve
+# rules: `pools.buy_out_cap`, `pools.sell_out_cap`).
+_Row = tuple[float, float, float, float, float, Pool, int]
 
 
 def _row(pool: Pool, direction: Direction) -> _Row | None:
@@ -57,25 +54,29 @@ def _row(pool: Pool, direction: Direction) -> _Row | None:
     x, t = pool.sats, pool.tokens
     k = x * t
     if direction is Direction.BUY:
-        if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
+        if t < 2 or x >= MAX_SATS:
             return None  # must keep one token / cannot take more sats
+        cap = buy_out_cap(x, t)
+        if cap < 1:
+            return None
         a = math.sqrt(k / GAMMA)
         b = x / GAMMA
         c = float(t)
         vmax = math.sqrt(GAMMA * t / x)
         vmin = max(1.0 / a, a / (MAX_SATS - x + b))
     else:
-        if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
+        cap = pool_sell_cap(x, t)
+        if cap < 1 or t >= MAX_TOKEN_AMOUNT:
             return None
         a = math.sqrt(PHI * k)
         b = float(t)
         c = PHI * x
         vmax = math.sqrt(PHI * x / t)
         # Where the reserve binds: the continuous payout c − a·v reaches the cap.
-        vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
+        vmin = max((c - cap) / a, a / MAX_TOKEN_AMOUNT)
     if not vmin < vmax:
         return None
-    return (vmax, a, b, c, vmin, pool)
+    return (vmax, a, b, c, vmin, pool, cap)
 
 
 def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
@@ -83,7 +84,7 @@ def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
     return (-row[0], row[5].key)
 
 
-# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`Pool.buy_cap`),
+# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`_Model.out_limit`),
 # k − 1 (k = sats · tokens), the sats, the tokens (0 when the pool holds no sats, so the inline
 # arithmetic never applies to it), and MAX_SATS − sats (the most a purchase may pay).
 _PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
@@ -91,9 +92,9 @@ _PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
 _Caps = Sequence[int] | dict[int, int]
 
 
-def _purchase_columns(pools: Sequence[Pool]) -> _PurchaseColumns:
+def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumns:
     return (
-        [pool.buy_cap for pool in pools],
+        caps,
         [pool.sats * pool.tokens - 1 for pool in pools],
         [pool.sats for pool in pools],
         [pool.tokens if pool.sats >= 1 else 0 for pool in pools],
@@ -120,6 +121,7 @@ class _Model:
         "direction",
         "neg_depth",
         "neg_vmax",
+        "out_limit",
         "pools",
         "rows",
         "size",
@@ -147,8 +149,9 @@ class _Model:
         self.c = [r[3] for r in rows]
         self.vmin = [r[4] for r in rows]
         self.pools = [r[5] for r in rows]
-        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _ in rows]
-        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _ in rows]
+        self.out_limit = [r[6] for r in rows]
+        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _, _ in rows]
+        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _, _ in rows]
         self.size = [p.trade_size for p in self.pools]
         self.by_vmin = sorted(range(len(rows)), key=self.vmin.__getitem__, reverse=True)
         self.by_depth = sorted(range(len(rows)), key=self.cap_out.__getitem__, reverse=True)
@@ -248,20 +251,18 @@ class _Model:
         if self.direction is Direction.BUY:
             limit = MAX_SATS - pool.sats
             try:
-                return min(limit, buy_tokens_exact_out(pool.state, pool.buy_cap))
+                return min(limit, buy_tokens_exact_out(pool.state, self.out_limit[i]))
             except ValueError:
                 return limit
         limit = sell_input_limit(pool.sats, pool.tokens)
         try:
-            return min(limit, sell_tokens_exact_out(pool.state, _sell_out_cap(pool)))
+            return min(limit, sell_tokens_exact_out(pool.state, self.out_limit[i]))
         except ValueError:
             return limit
 
     def out_cap(self, i: int) -> int:
-        pool = self.pools[i]
-        if self.direction is Direction.BUY:
-            return pool.buy_cap
-        return _sell_out_cap(pool)
+        """Most output one trade may take from pool i (its reserve rules)."""
+        return self.out_limit[i]
 
     # The route evaluates these thousands of times per order, so the common case is the
     # contract's arithmetic inline (the same integer expressions as `protocols.cauldron.
@@ -342,7 +343,7 @@ class _Model:
         on this book reads them."""
         cols = self._buy_cols
         if cols is None:
-            cols = self._buy_cols = _purchase_columns(self.pools)
+            cols = self._buy_cols = _purchase_columns(self.pools, self.out_limit)
         return cols
 
     def buy_units(
@@ -397,40 +398,14 @@ class _Model:
         return get, caps, pay, heap
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
-        """`out_cap` of each pool, the direction tested once."""
-        pools = self.pools
-        if self.direction is Direction.BUY:
-            return [pools[i].buy_cap for i in indices]
-        return [_sell_out_cap(pools[i]) for i in indices]
-
-    def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
-        pool = self.pools[i]
-        if self.direction is Direction.BUY:
-            after = PoolState(pool.sats + amount_in, pool.tokens - amount_out)
-        else:
-            after = PoolState(pool.sats - amount_out, pool.tokens + amount_in)
-        return Leg(pool, after)
-
-    def legs(self, chosen: Sequence[tuple[int, int, int]]) -> tuple[Leg, ...]:
-        """`leg` for each (pool, in, out) of a solution, the direction tested once."""
-        pools = self.pools
-        out: list[Leg] = []
-        add = out.append
-        if self.direction is Direction.BUY:
-            for i, x, y in chosen:
-                pool = pools[i]
-                add(Leg(pool, PoolState(pool.sats + x, pool.tokens - y)))
-        else:
-            for i, x, y in chosen:
-                pool = pools[i]
-                add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
-        return tuple(out)
+        """`out_cap` of each pool."""
+        return list(map(self.out_limit.__getitem__, indices))
 
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
         after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
         are made only if something asks (`Hop.legs`); `tests/router/test_fast_paths.py`
-        holds them equal to `leg`'s."""
+        holds them equal to `reference.plain_leg`'s."""
         indices, xs, ys = chosen
         pools = tuple(map(self.pools.__getitem__, indices))
         if self.direction is Direction.BUY:

@@ -1,13 +1,22 @@
 """Reference implementations the router is held to: slow, obviously correct, written apart
-from `router.route`."""
+from `router.route`, `router.solve` and `router.wire`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import orjson
+
 from protocols.cauldron.formulas import PoolState, buy_tokens_exact_in, sell_tokens_exact_in
+from router import wire
+from router.hop import Columns, Leg
 from router.pools import pool_reserve
 from router.route import Direction
+from router.solve.continuous import _Fill
+from router.solve.model import _Model
+
+_INF = math.inf
 
 
 def exact_in_out(state: tuple[int, int], direction: Direction, amount: int) -> int | None:
@@ -48,3 +57,120 @@ def best_exact_in_split(
         return top
 
     return best(0, amount)
+
+
+def sweep_walk(
+    m: _Model,
+    order: Sequence[int],
+    enter: Sequence[float],
+    sat_order: Sequence[int],
+    target: float,
+    exact_in: bool,
+    limit: int | None = None,
+) -> _Fill:
+    """The continuous sweep walked breakpoint by breakpoint, as `_SweepTable` records it:
+    from the best rate down until the pools admitted so far fill `target`. `enter[j]` is where
+    pool `order[j]` is admitted (descending); `sat_order` lists the candidates by descending
+    v_min. The fill is linear in 1/v (exact in) or v (exact out) between breakpoints, so the
+    crossing is solved in closed form.
+
+    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
+    overshoots the order the sweep stops with `jumped`. It also stops, unsolved (v = 0), once
+    more than `limit` pools are admitted.
+    """
+    a_arr, vmin = m.a, m.vmin
+    off = m.b if exact_in else m.c  # per-pool constant of the linear form
+    cap = m.cap_in if exact_in else m.cap_out
+    sum_a = sum_k = sat_total = 0.0
+    state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
+    members: list[int] = []
+    most = limit if limit is not None else len(m)
+    ei = si = 0
+    n_e, n_s = len(order), len(sat_order)
+    while True:
+        ve = enter[ei] if ei < n_e else 0.0
+        vs = vmin[sat_order[si]] if si < n_s else 0.0
+        if vs > ve and state[sat_order[si]] != 1:
+            si += 1  # saturates before it is admitted (it will enter saturated) or never enters
+            continue
+        v_next = ve if ve >= vs else vs
+        if exact_in:
+            if v_next > 0.0:
+                fill = sum_a / v_next - sum_k + sat_total
+            else:
+                fill = _INF if sum_a > 0.0 else sat_total
+        else:
+            fill = sum_k - sum_a * v_next + sat_total
+        if fill >= target and sum_a > 0.0:
+            if exact_in:
+                v = sum_a / (target + sum_k - sat_total)
+            else:
+                v = (sum_k + sat_total - target) / sum_a
+            return _Fill(max(v, v_next), members)
+        if v_next <= 0.0:
+            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
+        if ve >= vs:
+            if len(members) >= most:
+                return _Fill(0.0, members)
+            i = order[ei]
+            ei += 1
+            members.append(i)
+            if ve > vmin[i]:
+                state[i] = 1
+                sum_a += a_arr[i]
+                sum_k += off[i]
+                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+            else:
+                state[i] = 2
+                sat_total += cap[i]
+                gained = cap[i]
+            if gained > 0.0 and fill + gained >= target:
+                return _Fill(0.0, members, jumped=True)
+        else:
+            i = sat_order[si]
+            si += 1
+            state[i] = 2
+            sum_a -= a_arr[i]
+            sum_k -= off[i]
+            sat_total += cap[i]
+
+
+def legs_json_parts(
+    legs: Sequence[Leg],
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """Each leg's JSON object (its plain form, `wire.leg_doc`, as orjson writes it) and the
+    prices a hop of these legs gives (`Quote.prices`): (BUY, least pre-trade, least
+    post-trade sats per token) when every leg buys, (SELL, greatest, greatest) when every
+    leg sells; None when they are mixed (or there are none)."""
+    texts = [orjson.dumps(wire.leg_doc(leg)).decode() for leg in legs]
+    directions = {leg.direction for leg in legs}
+    if len(directions) != 1:
+        return texts, None
+    (direction,) = directions
+    pick = min if direction is Direction.BUY else max
+    pre = pick(leg.pool.sats / leg.pool.tokens for leg in legs)
+    post = pick(leg.after.sats / leg.after.tokens for leg in legs)
+    return texts, (direction, pre, post)
+
+
+def columns_json_parts(
+    columns: Columns,
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """`legs_json_parts` of a hop's columns (pools, sats after, tokens after)."""
+    pools, sats, tokens = columns
+    return legs_json_parts(
+        [Leg(p, PoolState(x, t)) for p, x, t in zip(pools, sats, tokens, strict=True)]
+    )
+
+
+def legs_json(legs: Sequence[Leg]) -> str:
+    """The legs' JSON array, as orjson writes their plain forms."""
+    return "[" + ",".join(legs_json_parts(legs)[0]) + "]"
+
+
+def plain_leg(m: _Model, i: int, amount_in: int, amount_out: int) -> Leg:
+    """Model pool i's leg for a trade of `amount_in` for `amount_out`, spelled out."""
+    pool = m.pools[i]
+    if m.direction is Direction.BUY:
+        return Leg(pool, PoolState(pool.sats + amount_in, pool.tokens - amount_out))
+    return Leg(pool, PoolState(pool.sats - amount_out, pool.tokens + amount_in))

@@ -1,7 +1,7 @@
 """The recorded sweep (`solve.continuous._SweepTable`, what `_split` asks through
-`_Plan.sweep`) stops where the walking `_sweep` stops, with the same rate, members and
-`jumped`, whatever orders came before it on the same plan (the table is extended lazily and
-shared)."""
+`_Plan.sweep`) stops where the plain walk (`reference.sweep_walk`) stops, with the same rate,
+members and `jumped`, whatever orders came before it on the same plan (the table is extended
+lazily and shared)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from router.route import Direction
-from router.solve.continuous import _sweep
 from router.solve.model import _Model
 from tests.router.helpers import TOKEN_A, make_pool
+from tests.router.reference import sweep_walk
 
 pool_states = st.one_of(
     # priced around 50 sats per token, as the bench's token
@@ -53,7 +53,7 @@ def test_the_table_stops_where_the_walk_stops(
     m = _Model(pools, direction)
     plan = m.plan(fee_per_byte)
     for target, limit in orders:
-        walked = _sweep(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
+        walked = sweep_walk(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
         assert plan.sweep(m, target, exact_in, limit) == walked
 
 
@@ -72,7 +72,9 @@ def test_every_stop_of_a_long_walk_in_both_orders() -> None:
             for exact_in in (True, False):
                 asks = [(10.0**e, limit) for e in range(14) for limit in (3, 60, 1000)]
                 for target, limit in asks + asks[::-1]:
-                    walked = _sweep(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
+                    walked = sweep_walk(
+                        m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit
+                    )
                     assert plan.sweep(m, target, exact_in, limit) == walked
                     if walked.jumped:
                         kinds.add("jumped")
