@@ -33,6 +33,7 @@ class PoolEncoding:
     `source_output` and re-creates the pool from `template`; the gate recognises them by
     identity; `wire` splices the JSON pieces."""
 
+    pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
@@ -47,12 +48,11 @@ def encode(pool: Pool) -> PoolEncoding:
     locking = pool_locking_bytecode(pool.owner_pkh)
     token = TokenData(category, pool.tokens) if pool.tokens else None
     source = TxOutput(pool.sats, locking, token)
-    trade_input = TxInput(
-        OutPoint(hex_to_hash(pool.txid), pool.vout), trade_unlocking(pool.owner_pkh)
-    )
+    outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
     buy, sell, mid = leg_pieces(pool)
     return PoolEncoding(
-        trade_input,
+        pool,
+        TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
         source,
         FungibleTemplate(locking, category),
         source_output_bytes(source),
@@ -63,29 +63,32 @@ def encode(pool: Pool) -> PoolEncoding:
 
 
 class Encodings:
-    """Pools' `PoolEncoding`s, made on first use. Keyed by the pool's value: equal pools
-    encode alike, so one table serves every book the pools stay in."""
+    """Pools' `PoolEncoding`s, made on first use and kept until `forget`.
 
-    __slots__ = ("_by_pool",)
+    An identity map: a build looks up every pool it trades, and a `Pool`'s hash is a
+    Python-level call over its six fields, while `id` is one C call. An entry holds its pool,
+    so while it exists no other object can have that id."""
+
+    __slots__ = ("_by_id",)
 
     def __init__(self) -> None:
-        self._by_pool: dict[Pool, PoolEncoding] = {}
+        self._by_id: dict[int, PoolEncoding] = {}
 
     def of(self, pools: Sequence[Pool]) -> tuple[PoolEncoding, ...]:
         """Each pool's encoding, in order."""
-        found = tuple(map(self._by_pool.get, pools))
+        found = tuple(map(self._by_id.get, map(id, pools)))
         if None not in found:
             return cast(tuple[PoolEncoding, ...], found)
-        make = self._by_pool.setdefault
+        make = self._by_id.setdefault
         return tuple(
-            make(pool, encode(pool)) if e is None else e
+            make(id(pool), encode(pool)) if e is None else e
             for pool, e in zip(pools, found, strict=True)
         )
 
     def forget(self, pools: Iterable[Pool]) -> None:
         """Drop pools that left the book."""
         for pool in pools:
-            self._by_pool.pop(pool, None)
+            self._by_id.pop(id(pool), None)
 
 
 _ENCODINGS = ("encodings",)

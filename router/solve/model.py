@@ -9,6 +9,10 @@ from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import add, gt, sub
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
@@ -30,6 +34,9 @@ from router.pools import (
     sell_input_limit,
 )
 from router.solve.continuous import _entry_points, _Plan
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 GAMMA = 997 / 1000
 _KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
@@ -102,11 +109,86 @@ def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumn
     )
 
 
+# `buy_units` reads the members' columns through numpy from this many members on (below it
+# the arrays' fixed cost exceeds the Python loop's).
+_ARRAY_MEMBERS = 24
+# Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
+# 1000 times that < 2^63.
+_NARROW = 1 << 53
+
+
+class _PurchaseArrays(NamedTuple):
+    """A buying model's columns as numpy arrays, by model index (`_Model.purchase_arrays`)."""
+
+    vmax: FloatArray
+    vmin: FloatArray
+    a: FloatArray
+    c: FloatArray
+    cap_out: FloatArray
+    caps: IntArray
+    k_less: IntArray
+    sats: IntArray
+    t_ok: IntArray
+    room: IntArray
+
+
+def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
+    caps, k_less, sats, t_ok, room = m.purchase_columns()
+    if max(k_less, default=0) >= _NARROW or max(t_ok, default=0) >= _NARROW:
+        return None
+
+    def floats(col: list[float]) -> FloatArray:
+        return np.array(col, dtype=np.float64)
+
+    def ints(col: list[int]) -> IntArray:
+        return np.array(col, dtype=np.int64)
+
+    return _PurchaseArrays(
+        floats(m.vmax),
+        floats(m.vmin),
+        floats(m.a),
+        floats(m.c),
+        floats(m.cap_out),
+        ints(caps),
+        ints(k_less),
+        ints(sats),
+        ints(t_ok),
+        ints(room),
+    )
+
+
+def _whole_units_arrays(
+    arrays: _PurchaseArrays, members: Sequence[int], v: float
+) -> tuple[list[int], list[int], list[bool], list[int], list[int]]:
+    """`_Model._whole_units` of the members, as columns (pools, y), with each one's purchase
+    cost `now` of y units and `more` of y + 1 where the inline arithmetic answers (`fast`):
+    `in_for_out`'s purchase with k − 1 made once per pool: the sats missing, ⌈k/(t − y)⌉ − x,
+    are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is ⌊1000·(missing − 1) / 997⌋
+    + 1. The same IEEE operations as the Python expressions, so the same floats."""
+    idx = np.array(members, dtype=np.int64)
+    idx = idx[v < arrays.vmax[idx]]  # trading at this rate
+    saturated = v <= arrays.vmin[idx]
+    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * v)
+    cap = arrays.caps[idx]
+    y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
+    whole = y >= 1
+    idx, y, cap = idx[whole], y[whole], cap[whole]
+    t = arrays.t_ok[idx]
+    inline = (y < cap) & (y + 1 < t)
+    k1, x = arrays.k_less[idx], arrays.sats[idx]
+    d = np.where(inline, t - y, 2)  # (any divisor ≥ 2 where the result is not read)
+    now = (k1 // d - x) * LP_FEE_DEN // _KEEP + 1
+    more = (k1 // (d - 1) - x) * LP_FEE_DEN // _KEEP + 1
+    fast = inline & (more <= arrays.room[idx])
+    return idx.tolist(), y.tolist(), fast.tolist(), now.tolist(), more.tolist()
+
+
 class _Model:
     """One token's pools in one direction, sorted by v_max (best rate first), with the closed
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
 
     __slots__ = (
+        "_buy_arrays",
         "_buy_cols",
         "_depth_max",
         "_plans",
@@ -161,6 +243,7 @@ class _Model:
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
         self._buy_cols: _PurchaseColumns | None = None
+        self._buy_arrays: tuple[_PurchaseArrays | None] | None = None  # made once
 
     def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
         """This model after a few pools of its token left (`removed`, as this model holds
@@ -346,8 +429,16 @@ class _Model:
             cols = self._buy_cols = _purchase_columns(self.pools, self.out_limit)
         return cols
 
+    def purchase_arrays(self) -> _PurchaseArrays | None:
+        """`_PurchaseArrays` of a buying model, made once per model; None when some pool is
+        too large for 64-bit arithmetic (then `buy_units` asks the formulas pool by pool)."""
+        made = self._buy_arrays
+        if made is None:
+            made = self._buy_arrays = (_purchase_arrays(self),)
+        return made[0]
+
     def buy_units(
-        self, members: Iterable[int], v: float
+        self, members: Sequence[int], v: float
     ) -> tuple[dict[int, int], Sequence[int], dict[int, int], list[int]]:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
         split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
@@ -355,47 +446,59 @@ class _Model:
         what it pays for them and the polish heap's entry (next unit's cost, pool;
         `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
         from them, as `test_fast_paths` holds them (the caps as the model's own column, read
-        by pool index). ValueError as `unit_costs` raises it."""
+        by pool index). ValueError as `unit_costs` raises it.
+
+        The members' columns go through numpy at once (`purchase_arrays`); a pool whose
+        purchase is near a limit, or a model too large for 64 bits, asks `in_for_out`."""
+        caps = self.out_limit
+        arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
+        if arrays is None:
+            rows = self._whole_units(members, v)
+            ys = [y for _, y in rows]
+            index = [i for i, _ in rows]
+            fast = [False] * len(rows)
+            now_l = more_l = ys  # (unread: no row is fast)
+        else:
+            index, ys, fast, now_l, more_l = _whole_units_arrays(arrays, members, v)
         in_for_out = self.in_for_out
-        caps, k_less, sats, t_ok, room = self.purchase_columns()
-        vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
-        den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
-        get: dict[int, int] = {}
+        shift = _KEY_SHIFT
+        get = dict(zip(index, ys, strict=True))
         pay: dict[int, int] = {}
         heap: list[int] = []
         add = heap.append
-        for i in members:
-            if v >= vmax[i]:
-                continue  # not trading at this rate
-            out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
-            cap = caps[i]
-            y = int(out)
-            if y > cap:
-                y = cap
-            if y < 1:
+        for i, y, quick, now, more in zip(index, ys, fast, now_l, more_l, strict=True):
+            if quick:
+                pay[i] = now
+                if more >= now:
+                    add((more - now) << shift | i)
                 continue
-            get[i] = y
-            t = t_ok[i]
-            if y < cap and y + 1 < t:
-                # `in_for_out`'s purchase with k − 1 made once per pool: the sats missing,
-                # ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the
-                # cost is ⌊1000·(missing − 1) / 997⌋ + 1 (positive operands throughout:
-                # CPython's floor division of a negative takes extra steps).
-                k1, x = k_less[i], sats[i]
-                now = (k1 // (t - y) - x) * den // keep + 1
-                more = (k1 // (t - y - 1) - x) * den // keep + 1
-                if more <= room[i]:
-                    pay[i] = now
-                    if more >= now:
-                        add((more - now) << shift | i)
-                    continue
             now = in_for_out(i, y)
             pay[i] = now
-            if y < cap:
+            if y < caps[i]:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
                     add(step << shift | i)
         return get, caps, pay, heap
+
+    def _whole_units(self, members: Iterable[int], v: float) -> list[tuple[int, int]]:
+        """(pool, y) for each member trading at √rate v with whole units y ≥ 1 (`buy_units`)."""
+        vmax, vmin, a_, c_, cap_out, caps = (
+            self.vmax,
+            self.vmin,
+            self.a,
+            self.c,
+            self.cap_out,
+            self.out_limit,
+        )
+        rows: list[tuple[int, int]] = []
+        for i in members:
+            if v >= vmax[i]:
+                continue  # not trading at this rate
+            out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
+            y = min(int(out), caps[i])
+            if y >= 1:
+                rows.append((i, y))
+        return rows
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
         """`out_cap` of each pool."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
@@ -650,3 +650,33 @@ def test_real_purchases_polish_the_plain_way() -> None:
             i = m.position(leg.pool.key)
             assert i is not None
             assert leg.amount_in == m.in_for_out(i, leg.amount_out) or len(q.legs) == 1
+
+
+narrow_states = st.tuples(
+    st.one_of(st.integers(706, 10**6), st.integers(706, 10**9)),
+    st.one_of(st.integers(2, 300), st.integers(2, 10**6)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(narrow_states, min_size=24, max_size=80),
+    st.randoms(use_true_random=False),
+    st.one_of(st.floats(0.0, 1.2), st.just(1.0)),
+)
+def test_a_many_pool_purchases_units_are_the_plain_ones(
+    states: list[tuple[int, int]], rng: random.Random, share: float
+) -> None:
+    """From `_ARRAY_MEMBERS` members on, `buy_units` reads the columns as arrays: still
+    `_allocation(members, v)` made whole the plain way, pool for pool and in member order."""
+    pools = [make_pool(TOKEN_A, x, t, f"many {n}") for n, (x, t) in enumerate(states)]
+    m = _Model(pools, Direction.BUY)
+    assume(len(m) >= solve_model._ARRAY_MEMBERS)
+    assert m.purchase_arrays() is not None
+    members = rng.sample(range(len(m)), rng.randint(solve_model._ARRAY_MEMBERS, len(m)))
+    v = rng.choice([*m.vmax, *m.vmin]) * share
+    expected = _plain_units(m, continuous._allocation(m, members, v))
+    got = m.buy_units(members, v)
+    assert list(got[0].items()) == list(expected[0].items())
+    assert list(got[2].items()) == list(expected[2].items())
+    assert [divmod(key, 2**32) for key in got[3]] == expected[3]

@@ -5,12 +5,15 @@ lazily and shared)."""
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from router.route import Direction
+from router.solve.continuous import _plain_fill
 from router.solve.model import _Model
 from tests.router.helpers import TOKEN_A, make_pool
 from tests.router.reference import sweep_walk
@@ -85,3 +88,29 @@ def test_every_stop_of_a_long_walk_in_both_orders() -> None:
                     else:
                         kinds.add("end")
     assert kinds == {"jumped", "solved", "limit", "end"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(pool_states, min_size=1, max_size=40),
+    st.sampled_from(list(Direction)),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+    targets,
+)
+def test_the_water_fill_of_a_pool_set_stops_where_the_walk_stops(
+    states: list[tuple[int, int]],
+    direction: Direction,
+    exact_in: bool,
+    rng: random.Random,
+    target: float,
+) -> None:
+    """`_plain_fill` (a set of pools, no byte costs: each enters at its v_max) is the plain
+    walk over the same breakpoints."""
+    pools = [make_pool(TOKEN_A, sats, tokens, f"w{k}") for k, (sats, tokens) in enumerate(states)]
+    m = _Model(pools, direction)
+    members = rng.sample(range(len(m)), rng.randint(0, len(m)))
+    order = sorted(members)
+    by_vmin = sorted(order, key=m.vmin.__getitem__, reverse=True)
+    walked = sweep_walk(m, order, [m.vmax[i] for i in order], by_vmin, target, exact_in)
+    assert _plain_fill(m, members, target, exact_in) == walked
