@@ -115,6 +115,7 @@ _ARRAY_MEMBERS = 24
 # Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
+_ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (1, 2, LP_FEE_DEN, _KEEP))
 
 
 class _PurchaseArrays(NamedTuple):
@@ -165,20 +166,21 @@ def _whole_units_arrays(
     `in_for_out`'s purchase with k − 1 made once per pool: the sats missing, ⌈k/(t − y)⌉ − x,
     are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is ⌊1000·(missing − 1) / 997⌋
     + 1. The same IEEE operations as the Python expressions, so the same floats."""
+    rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
     idx = np.array(members, dtype=np.int64)
-    idx = idx[v < arrays.vmax[idx]]  # trading at this rate
-    saturated = v <= arrays.vmin[idx]
-    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * v)
+    idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
+    saturated = rate <= arrays.vmin[idx]
+    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * rate)
     cap = arrays.caps[idx]
     y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
-    whole = y >= 1
+    whole = y >= _ONE
     idx, y, cap = idx[whole], y[whole], cap[whole]
     t = arrays.t_ok[idx]
-    inline = (y < cap) & (y + 1 < t)
+    inline = (y < cap) & (y + _ONE < t)
     k1, x = arrays.k_less[idx], arrays.sats[idx]
-    d = np.where(inline, t - y, 2)  # (any divisor ≥ 2 where the result is not read)
-    now = (k1 // d - x) * LP_FEE_DEN // _KEEP + 1
-    more = (k1 // (d - 1) - x) * LP_FEE_DEN // _KEEP + 1
+    d = np.where(inline, t - y, _TWO)  # (any divisor ≥ 2 where the result is not read)
+    now = (k1 // d - x) * _DEN // _KEEP_64 + _ONE
+    more = (k1 // (d - _ONE) - x) * _DEN // _KEEP_64 + _ONE
     fast = inline & (more <= arrays.room[idx])
     return idx.tolist(), y.tolist(), fast.tolist(), now.tolist(), more.tolist()
 
