@@ -133,11 +133,13 @@ def _sweep(
     sat_order: Sequence[int],
     target: float,
     exact_in: bool,
+    limit: int | None = None,
 ) -> _Fill:
     """Walk the breakpoints (`_steps`) until the pools admitted so far fill `target`. If an
     admission jumps past the order the sweep stops with `jumped` and the caller re-solves
-    that set."""
+    that set. It also stops, unsolved (v = 0), before admitting more than `limit` pools."""
     members: list[int] = []
+    most = len(order) if limit is None else limit
     for v_next, fill, sum_a, sum_k, sat_total, i, gained in _steps(
         m, order, enter, sat_order, exact_in
     ):
@@ -145,10 +147,12 @@ def _sweep(
             v = _rate_for(target, sum_a, sum_k, sat_total, exact_in)
             return _Fill(max(v, v_next), members)
         if i >= 0:
+            if len(members) >= most:
+                break
             members.append(i)
             if gained > 0.0 and fill + gained >= target:
                 return _Fill(0.0, members, jumped=True)
-    return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
+    return _Fill(0.0, members)  # the pool limit, or every admitted pool saturated
 
 
 class _SweepTable:
@@ -166,8 +170,7 @@ class _SweepTable:
     orders need it, and an order finds its stop by bisection on the running maximum of those
     fills (the first breakpoint reaching the target; a running maximum, so float rounding
     cannot make it differ from the walk's first). Members are a prefix of `order`. The
-    result is `_sweep`'s with the pool limit (`tests/router/test_sweep_table.py` holds it to
-    `reference.sweep_walk`)."""
+    result is `_sweep`'s (`tests/router/test_sweep_table.py`)."""
 
     __slots__ = (
         "_admitted",

@@ -3,7 +3,6 @@ from `router.route`, `router.solve` and `router.wire`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import orjson
@@ -13,10 +12,7 @@ from router import wire
 from router.hop import Columns, Leg
 from router.pools import pool_reserve
 from router.route import Direction
-from router.solve.continuous import _Fill
 from router.solve.model import _Model
-
-_INF = math.inf
 
 
 def exact_in_out(state: tuple[int, int], direction: Direction, amount: int) -> int | None:
@@ -57,82 +53,6 @@ def best_exact_in_split(
         return top
 
     return best(0, amount)
-
-
-def sweep_walk(
-    m: _Model,
-    order: Sequence[int],
-    enter: Sequence[float],
-    sat_order: Sequence[int],
-    target: float,
-    exact_in: bool,
-    limit: int | None = None,
-) -> _Fill:
-    """The continuous sweep walked breakpoint by breakpoint, as `_SweepTable` records it:
-    from the best rate down until the pools admitted so far fill `target`. `enter[j]` is where
-    pool `order[j]` is admitted (descending); `sat_order` lists the candidates by descending
-    v_min. The fill is linear in 1/v (exact in) or v (exact out) between breakpoints, so the
-    crossing is solved in closed form.
-
-    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
-    overshoots the order the sweep stops with `jumped`. It also stops, unsolved (v = 0), once
-    more than `limit` pools are admitted.
-    """
-    a_arr, vmin = m.a, m.vmin
-    off = m.b if exact_in else m.c  # per-pool constant of the linear form
-    cap = m.cap_in if exact_in else m.cap_out
-    sum_a = sum_k = sat_total = 0.0
-    state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
-    members: list[int] = []
-    most = limit if limit is not None else len(m)
-    ei = si = 0
-    n_e, n_s = len(order), len(sat_order)
-    while True:
-        ve = enter[ei] if ei < n_e else 0.0
-        vs = vmin[sat_order[si]] if si < n_s else 0.0
-        if vs > ve and state[sat_order[si]] != 1:
-            si += 1  # saturates before it is admitted (it will enter saturated) or never enters
-            continue
-        v_next = ve if ve >= vs else vs
-        if exact_in:
-            if v_next > 0.0:
-                fill = sum_a / v_next - sum_k + sat_total
-            else:
-                fill = _INF if sum_a > 0.0 else sat_total
-        else:
-            fill = sum_k - sum_a * v_next + sat_total
-        if fill >= target and sum_a > 0.0:
-            if exact_in:
-                v = sum_a / (target + sum_k - sat_total)
-            else:
-                v = (sum_k + sat_total - target) / sum_a
-            return _Fill(max(v, v_next), members)
-        if v_next <= 0.0:
-            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
-        if ve >= vs:
-            if len(members) >= most:
-                return _Fill(0.0, members)
-            i = order[ei]
-            ei += 1
-            members.append(i)
-            if ve > vmin[i]:
-                state[i] = 1
-                sum_a += a_arr[i]
-                sum_k += off[i]
-                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
-            else:
-                state[i] = 2
-                sat_total += cap[i]
-                gained = cap[i]
-            if gained > 0.0 and fill + gained >= target:
-                return _Fill(0.0, members, jumped=True)
-        else:
-            i = sat_order[si]
-            si += 1
-            state[i] = 2
-            sum_a -= a_arr[i]
-            sum_k -= off[i]
-            sat_total += cap[i]
 
 
 def legs_json_parts(

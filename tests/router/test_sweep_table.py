@@ -1,11 +1,9 @@
 """The recorded sweep (`solve.continuous._SweepTable`, what `_split` asks through
-`_Plan.sweep`) stops where the plain walk (`reference.sweep_walk`) stops, with the same rate,
-members and `jumped`, whatever orders came before it on the same plan (the table is extended
-lazily and shared)."""
+`_Plan.sweep`) stops where the one-shot walk over the same breakpoints (`_sweep`) stops, with
+the same rate, members and `jumped`, whatever orders came before it on the same plan (the table
+is extended lazily and shared)."""
 
 from __future__ import annotations
-
-import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,10 +11,9 @@ from hypothesis import strategies as st
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from router.route import Direction
-from router.solve.continuous import _plain_fill
+from router.solve.continuous import _sweep
 from router.solve.model import _Model
 from tests.router.helpers import TOKEN_A, make_pool
-from tests.router.reference import sweep_walk
 
 pool_states = st.one_of(
     # priced around 50 sats per token, as the bench's token
@@ -56,7 +53,7 @@ def test_the_table_stops_where_the_walk_stops(
     m = _Model(pools, direction)
     plan = m.plan(fee_per_byte)
     for target, limit in orders:
-        walked = sweep_walk(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
+        walked = _sweep(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
         assert plan.sweep(m, target, exact_in, limit) == walked
 
 
@@ -75,9 +72,7 @@ def test_every_stop_of_a_long_walk_in_both_orders() -> None:
             for exact_in in (True, False):
                 asks = [(10.0**e, limit) for e in range(14) for limit in (3, 60, 1000)]
                 for target, limit in asks + asks[::-1]:
-                    walked = sweep_walk(
-                        m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit
-                    )
+                    walked = _sweep(m, plan.order, plan.enter, m.by_vmin, target, exact_in, limit)
                     assert plan.sweep(m, target, exact_in, limit) == walked
                     if walked.jumped:
                         kinds.add("jumped")
@@ -88,29 +83,3 @@ def test_every_stop_of_a_long_walk_in_both_orders() -> None:
                     else:
                         kinds.add("end")
     assert kinds == {"jumped", "solved", "limit", "end"}
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(pool_states, min_size=1, max_size=40),
-    st.sampled_from(list(Direction)),
-    st.booleans(),
-    st.randoms(use_true_random=False),
-    targets,
-)
-def test_the_water_fill_of_a_pool_set_stops_where_the_walk_stops(
-    states: list[tuple[int, int]],
-    direction: Direction,
-    exact_in: bool,
-    rng: random.Random,
-    target: float,
-) -> None:
-    """`_plain_fill` (a set of pools, no byte costs: each enters at its v_max) is the plain
-    walk over the same breakpoints."""
-    pools = [make_pool(TOKEN_A, sats, tokens, f"w{k}") for k, (sats, tokens) in enumerate(states)]
-    m = _Model(pools, direction)
-    members = rng.sample(range(len(m)), rng.randint(0, len(m)))
-    order = sorted(members)
-    by_vmin = sorted(order, key=m.vmin.__getitem__, reverse=True)
-    walked = sweep_walk(m, order, [m.vmax[i] for i in order], by_vmin, target, exact_in)
-    assert _plain_fill(m, members, target, exact_in) == walked
