@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
 from operator import attrgetter
 
 from bch.token import MAX_TOKEN_AMOUNT
@@ -66,13 +65,18 @@ class Hop:
     only if something reads `legs` (tests, the CLI's plain JSON), never on the daemon's path.
     Equal to, and hashing as, the `Hop` of the same legs."""
 
+    __slots__ = ("_amounts", "_columns", "_legs", "direction", "size", "token_id", "totals")
+
     def __init__(
         self,
         token_id: str,
         direction: Direction,
-        legs: tuple[Leg, ...] = (),
+        legs: tuple[Leg, ...] | None = (),
         totals: tuple[int, int] | None = None,
         size: int | None = None,
+        *,
+        columns: Columns | None = None,
+        amounts: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> None:
         self.token_id = token_id
         self.direction = direction
@@ -80,10 +84,10 @@ class Hop:
         # totals in and out, and the bytes the pools add to the transaction.
         self.totals = totals
         self.size = size
-        self._columns: Columns | None = None
+        self._legs = legs  # None until made from the columns
+        self._columns = columns
         # (amounts in, amounts out) of the legs, in order, when the route made them.
-        self._amounts: tuple[Sequence[int], Sequence[int]] | None = None
-        self.__dict__["legs"] = legs  # the cached_property's value
+        self._amounts = amounts
 
     @classmethod
     def of_columns(
@@ -95,15 +99,15 @@ class Hop:
         size: int,
         amounts: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> Hop:
-        hop = cls.__new__(cls)
-        hop.token_id, hop.direction, hop.totals, hop.size = token_id, direction, totals, size
-        hop._columns, hop._amounts = columns, amounts
-        return hop
+        return cls(token_id, direction, None, totals, size, columns=columns, amounts=amounts)
 
-    @cached_property
+    @property
     def legs(self) -> tuple[Leg, ...]:
-        pools, sats, tokens = self.columns()
-        return tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+        legs = self._legs
+        if legs is None:
+            pools, sats, tokens = self.columns()
+            legs = self._legs = tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+        return legs
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hop):

@@ -109,6 +109,17 @@ def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumn
     )
 
 
+# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
+# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
+# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
+_KEY_SHIFT = 32
+_KEY_POOL = (1 << _KEY_SHIFT) - 1
+
+
+def _unit_key(cost: int, i: int) -> int:
+    return cost << _KEY_SHIFT | i
+
+
 # `buy_units` reads the members' columns through numpy from this many members on (below it
 # the arrays' fixed cost exceeds the Python loop's).
 _ARRAY_MEMBERS = 24
@@ -116,6 +127,8 @@ _ARRAY_MEMBERS = 24
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
 _ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (1, 2, LP_FEE_DEN, _KEEP))
+_SHIFT_64 = np.int64(_KEY_SHIFT)
+_STEP_LIMIT = 1 << 30  # a heap key `step << 32 | pool` stays within int64 below it
 
 
 class _PurchaseArrays(NamedTuple):
@@ -158,14 +171,17 @@ def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
     )
 
 
-def _whole_units_arrays(
+def _purchases_arrays(
     arrays: _PurchaseArrays, members: Sequence[int], v: float
-) -> tuple[list[int], list[int], list[bool], list[int], list[int]]:
-    """`_Model._whole_units` of the members, as columns (pools, y), with each one's purchase
-    cost `now` of y units and `more` of y + 1 where the inline arithmetic answers (`fast`):
-    `in_for_out`'s purchase with k − 1 made once per pool: the sats missing, ⌈k/(t − y)⌉ − x,
-    are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is ⌊1000·(missing − 1) / 997⌋
-    + 1. The same IEEE operations as the Python expressions, so the same floats."""
+) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
+    """`_Model.buy_units` of the members read as arrays: the whole units `get`, and `pay` and
+    the polish heap's entries for the pools the inline arithmetic answers; the others, as
+    (pool, y), left to the formulas (their `pay` entries hold a placeholder, in member order).
+
+    The inline arithmetic is `in_for_out`'s purchase with k − 1 made once per pool: the sats
+    missing, ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is
+    ⌊1000·(missing − 1) / 997⌋ + 1. The same IEEE operations as the Python expressions of
+    `_allocation`, so the same floats."""
     rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
     idx = np.array(members, dtype=np.int64)
     idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
@@ -182,7 +198,19 @@ def _whole_units_arrays(
     now = (k1 // d - x) * _DEN // _KEEP_64 + _ONE
     more = (k1 // (d - _ONE) - x) * _DEN // _KEEP_64 + _ONE
     fast = inline & (more <= arrays.room[idx])
-    return idx.tolist(), y.tolist(), fast.tolist(), now.tolist(), more.tolist()
+    index = idx.tolist()
+    get = dict(zip(index, y.tolist(), strict=True))
+    pay = dict(zip(index, now.tolist(), strict=True))
+    step = more - now
+    queued = fast & (step >= 0)
+    steps = step[queued]
+    if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
+        pools = idx[queued].tolist()
+        heap = [s << _KEY_SHIFT | i for s, i in zip(steps.tolist(), pools, strict=True)]
+    else:
+        heap = ((steps << _SHIFT_64) | idx[queued]).tolist()
+    slow = list(zip(idx[~fast].tolist(), y[~fast].tolist(), strict=True))
+    return get, pay, heap, slow
 
 
 class _Model:
@@ -450,36 +478,30 @@ class _Model:
         from them, as `test_fast_paths` holds them (the caps as the model's own column, read
         by pool index). ValueError as `unit_costs` raises it.
 
-        The members' columns go through numpy at once (`purchase_arrays`); a pool whose
-        purchase is near a limit, or a model too large for 64 bits, asks `in_for_out`."""
+        From `_ARRAY_MEMBERS` members on the columns go through numpy at once
+        (`purchase_arrays`); a pool whose purchase is near a limit, a model too large for 64
+        bits, or fewer members ask `in_for_out`. The heap's entries are in no particular order
+        (it is heapified, and its keys are distinct)."""
         caps = self.out_limit
         arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
+        pay: dict[int, int]
+        heap: list[int]
+        slow: Iterable[tuple[int, int]]
         if arrays is None:
             rows = self._whole_units(members, v)
-            ys = [y for _, y in rows]
-            index = [i for i, _ in rows]
-            fast = [False] * len(rows)
-            now_l = more_l = ys  # (unread: no row is fast)
+            get = dict(rows)
+            pay, heap, slow = {}, [], rows
         else:
-            index, ys, fast, now_l, more_l = _whole_units_arrays(arrays, members, v)
+            get, pay, heap, slow = _purchases_arrays(arrays, members, v)
         in_for_out = self.in_for_out
-        shift = _KEY_SHIFT
-        get = dict(zip(index, ys, strict=True))
-        pay: dict[int, int] = {}
-        heap: list[int] = []
         add = heap.append
-        for i, y, quick, now, more in zip(index, ys, fast, now_l, more_l, strict=True):
-            if quick:
-                pay[i] = now
-                if more >= now:
-                    add((more - now) << shift | i)
-                continue
+        for i, y in slow:  # near a limit (or not read as arrays): the formulas pool by pool
             now = in_for_out(i, y)
             pay[i] = now
             if y < caps[i]:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    add(step << shift | i)
+                    add(step << _KEY_SHIFT | i)
         return get, caps, pay, heap
 
     def _whole_units(self, members: Iterable[int], v: float) -> list[tuple[int, int]]:
@@ -598,14 +620,3 @@ def _input_limit(pool: Pool, direction: Direction) -> int:
     if direction is Direction.BUY:
         return MAX_SATS - pool.sats
     return sell_input_limit(pool.sats, pool.tokens)
-
-
-# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
-# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
-# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
-_KEY_SHIFT = 32
-_KEY_POOL = (1 << _KEY_SHIFT) - 1
-
-
-def _unit_key(cost: int, i: int) -> int:
-    return cost << _KEY_SHIFT | i
