@@ -26,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, floordiv, ge, is_, mul, sub
 from typing import cast
 
 from bch.encoding import compact_size
@@ -149,6 +149,10 @@ _category_of = attrgetter("category")
 _amount_of = attrgetter("amount")
 _template_category_of = attrgetter("template.category")
 _tokens_of = attrgetter("tokens")
+_sats_of = attrgetter("sats")
+_trade_input_of = attrgetter("trade_input")
+_source_output_of = attrgetter("source_output")
+_template_of = attrgetter("template")
 
 
 def _token_totals(
@@ -267,42 +271,46 @@ def _templated_pools_clean(
     encodings: Sequence[PoolEncoding],
 ) -> Sequence[Pool] | None:
     """The legs' pools when the pool checks of `problems` have nothing to report about `tx`
-    (else None: the caller runs them one by one on `tx.outputs`), decided in one integer
-    pass: input i is pool i's own trade input and spends pool i's own output (identities
-    with its `encodings`),
-    output i is pool i's own template (its bytecode and category, no NFT) filled with
-    exactly the leg's state, and that state, as the transaction holds it, passes the
-    contract predicate (the same integer expressions as `is_valid_pool_transition`) and
-    keeps ≥ 1 token and the reserve."""
+    (else None: the caller runs them one by one on `tx.outputs`), decided in integer passes
+    over the legs, each a C-level map: input i is pool i's own trade input and spends pool
+    i's own output (identities with its `encodings`), output i is pool i's own template (its
+    bytecode and category, no NFT) filled with exactly the leg's state, and that state, as
+    the transaction holds it, passes the contract predicate (the same integer expressions as
+    `is_valid_pool_transition`) and keeps ≥ 1 token and the reserve."""
     pools, sats_after, tokens_after = routed
     if tx.values != sats_after or tx.amounts != tokens_after:
         return None  # not exactly the routed states
-    most_tokens, most_sats, fee_num, fee_den = MAX_TOKEN_AMOUNT, MAX_SATS, LP_FEE_NUM, LP_FEE_DEN
-    for pool, encoding, sats, tokens, txin, spent, template in zip(
-        pools,
-        encodings,
-        sats_after,
-        tokens_after,
-        tx.inputs,
-        source_outputs,
-        tx.templates,
-        strict=False,
+    if not pools:
+        return pools
+    if not (
+        all(map(is_, tx.inputs, map(_trade_input_of, encodings)))
+        and all(map(is_, source_outputs, map(_source_output_of, encodings)))
+        and all(map(is_, tx.templates, map(_template_of, encodings)))
+        and len(encodings) == len(pools)
     ):
-        if (
-            txin is not encoding.trade_input
-            or spent is not encoding.source_output
-            or template is not encoding.template
-        ):
-            return None
-        before_sats, before_tokens = pool.sats, pool.tokens
-        if before_tokens < 1 or tokens < 1 or tokens > most_tokens or sats > most_sats:
-            return None  # a token-less pool output, or an amount no output holds
-        moved = sats - before_sats
-        fee = (moved if moved >= 0 else -moved) * fee_num // fee_den  # |ΔX|·3 // 1000
-        if (sats - fee) * tokens < before_sats * before_tokens:
-            return None
-        if sats < _MOST_RESERVE and sats < pool_reserve(tokens):  # no reserve exceeds the widest
-            return None
+        return None
+    before_sats = list(map(_sats_of, pools))
+    before_tokens = list(map(_tokens_of, pools))
+    if (
+        min(before_tokens) < 1
+        or min(tokens_after) < 1
+        or max(tokens_after) > MAX_TOKEN_AMOUNT
+        or max(sats_after) > MAX_SATS
+    ):
+        return None  # a token-less pool output, or an amount no output holds
+    # The predicate, leg by leg: (sats − fee)·tokens ≥ the pool's k, fee = |ΔX|·3 // 1000.
+    fees = map(
+        floordiv,
+        map(mul, map(abs, map(sub, sats_after, before_sats)), repeat(LP_FEE_NUM)),
+        repeat(LP_FEE_DEN),
+    )
+    kept = map(mul, map(sub, sats_after, fees), tokens_after)
+    if not all(map(ge, kept, map(mul, before_sats, before_tokens))):
+        return None
+    if min(sats_after) < _MOST_RESERVE and any(  # no reserve exceeds the widest
+        sats < pool_reserve(tokens) for sats, tokens in zip(sats_after, tokens_after, strict=True)
+    ):
+        return None
     return pools
 
 
