@@ -90,7 +90,8 @@ class Quote:
     miner_fee_estimate: int
     snapshot_version: int | str | None
     index_height: int | None
-    encodings: tuple[PoolEncoding, ...]  # the book's, of the pools `columns` lists, in order
+    # The book's encodings of the pools `columns` lists, in order (what `build` and `wire` read).
+    encodings: tuple[PoolEncoding, ...] = field(repr=False, compare=False)
     # Every hop's legs (and their columns) in order, joined once on first use.
     _legs: tuple[Leg, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _columns: Columns | None = field(default=None, init=False, repr=False, compare=False)
