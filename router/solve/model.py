@@ -121,8 +121,9 @@ def _unit_key(cost: int, i: int) -> int:
 
 
 # `buy_units` reads the members' columns through numpy from this many members on (below it
-# the arrays' fixed cost exceeds the Python loop's).
-_ARRAY_MEMBERS = 24
+# the arrays' fixed cost exceeds the Python loop's: scripts/bench_router.py's 100- and
+# 350-pool orders).
+_ARRAY_MEMBERS = 160
 # Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
@@ -479,23 +480,18 @@ class _Model:
         by pool index). ValueError as `unit_costs` raises it.
 
         From `_ARRAY_MEMBERS` members on the columns go through numpy at once
-        (`purchase_arrays`); a pool whose purchase is near a limit, a model too large for 64
-        bits, or fewer members ask `in_for_out`. The heap's entries are in no particular order
-        (it is heapified, and its keys are distinct)."""
-        caps = self.out_limit
+        (`purchase_arrays`), else member by member; a pool whose purchase is near a limit asks
+        `in_for_out`. The heap's entries are in no particular order (it is heapified, and its
+        keys are distinct)."""
         arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
-        pay: dict[int, int]
-        heap: list[int]
-        slow: Iterable[tuple[int, int]]
         if arrays is None:
-            rows = self._whole_units(members, v)
-            get = dict(rows)
-            pay, heap, slow = {}, [], rows
+            get, pay, heap, slow = self._purchases_inline(members, v)
         else:
             get, pay, heap, slow = _purchases_arrays(arrays, members, v)
+        caps = self.out_limit
         in_for_out = self.in_for_out
         add = heap.append
-        for i, y in slow:  # near a limit (or not read as arrays): the formulas pool by pool
+        for i, y in slow:  # near a limit: the formulas themselves
             now = in_for_out(i, y)
             pay[i] = now
             if y < caps[i]:
@@ -504,25 +500,45 @@ class _Model:
                     add(step << _KEY_SHIFT | i)
         return get, caps, pay, heap
 
-    def _whole_units(self, members: Iterable[int], v: float) -> list[tuple[int, int]]:
-        """(pool, y) for each member trading at √rate v with whole units y ≥ 1 (`buy_units`)."""
-        vmax, vmin, a_, c_, cap_out, caps = (
-            self.vmax,
-            self.vmin,
-            self.a,
-            self.c,
-            self.cap_out,
-            self.out_limit,
-        )
-        rows: list[tuple[int, int]] = []
+    def _purchases_inline(
+        self, members: Iterable[int], v: float
+    ) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
+        """`_purchases_arrays` member by member, for fewer members (the arrays' fixed cost
+        exceeds the Python loop's) or a model too large for 64 bits (Python integers)."""
+        caps, k_less, sats, t_ok, room = self.purchase_columns()
+        vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
+        den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
+        get: dict[int, int] = {}
+        pay: dict[int, int] = {}
+        heap: list[int] = []
+        slow: list[tuple[int, int]] = []
+        add = heap.append
         for i in members:
             if v >= vmax[i]:
                 continue  # not trading at this rate
             out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
-            y = min(int(out), caps[i])
-            if y >= 1:
-                rows.append((i, y))
-        return rows
+            cap = caps[i]
+            y = int(out)
+            if y > cap:
+                y = cap
+            if y < 1:
+                continue
+            get[i] = y
+            t = t_ok[i]
+            if y < cap and y + 1 < t:
+                # (Positive operands throughout: CPython's floor division of a negative takes
+                # extra steps.)
+                k1, x = k_less[i], sats[i]
+                now = (k1 // (t - y) - x) * den // keep + 1
+                more = (k1 // (t - y - 1) - x) * den // keep + 1
+                if more <= room[i]:
+                    pay[i] = now
+                    if more >= now:
+                        add((more - now) << shift | i)
+                    continue
+            pay[i] = 0  # (its place in member order; `buy_units` asks the formulas)
+            slow.append((i, y))
+        return get, pay, heap, slow
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
         """`out_cap` of each pool."""

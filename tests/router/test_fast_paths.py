@@ -622,7 +622,8 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
     # The caps come as the model's column (indexed by pool); the heap's entries are
     # `_unit_key(cost, pool)`: one integer ordering as the pair does.
     got_caps = {i: got[1][i] for i in got[0]}
-    assert (got[0], got_caps, got[2], [divmod(key, 2**32) for key in got[3]]) == expected
+    assert (got[0], got_caps, got[2]) == expected[:3]
+    assert sorted(divmod(key, 2**32) for key in got[3]) == sorted(expected[3])
     assert [got[1][i] for i in range(len(m))] == m.out_caps(range(len(m)))
     assert sorted(got[3]) == [solve_model._unit_key(*entry) for entry in sorted(expected[3])]
     get, caps, pay, heap = expected
@@ -658,9 +659,9 @@ narrow_states = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
-    st.lists(narrow_states, min_size=24, max_size=80),
+    st.lists(narrow_states, min_size=170, max_size=220),
     st.randoms(use_true_random=False),
     st.one_of(st.floats(0.0, 1.2), st.just(1.0)),
 )
