@@ -95,20 +95,20 @@ def _steps(
         if v_next <= 0.0:
             yield v_next, fill, sum_a, sum_k, sat_total, -1, 0.0
             return
+        # Each step is reported before it changes the sums (a consumer may stop there).
         if ve >= vs:
             i = order[ei]
             ei += 1
-            before = sum_a, sum_k, sat_total
             if ve > vmin[i]:
+                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+                yield v_next, fill, sum_a, sum_k, sat_total, i, gained
                 state[i] = 1
                 sum_a += a_arr[i]
                 sum_k += off[i]
-                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
             else:
+                yield v_next, fill, sum_a, sum_k, sat_total, i, cap[i]
                 state[i] = 2
                 sat_total += cap[i]
-                gained = cap[i]
-            yield v_next, fill, *before, i, gained
         else:
             yield v_next, fill, sum_a, sum_k, sat_total, -1, 0.0
             i = sat_order[si]
