@@ -11,7 +11,6 @@ around the legs' numbers, each column of numbers written by one orjson call.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, floordiv, mul, sub, truediv
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
     from router.build import BuildResult
     from router.quotes import Quote, RouterFee
 
-_INF = math.inf
-_pool_of = attrgetter("pool")
-_after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
 _tokens_of = attrgetter("tokens")
 _leg_buy_of = attrgetter("leg_buy")
