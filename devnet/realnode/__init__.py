@@ -1,0 +1,2 @@
+"""The devnet on a real regtest node: BCHN (`bitcoind`) started by ladle, Fulcrum in front of it
+when asked, and the backend that writes the devnet's transactions and blocks through to it."""
