@@ -69,9 +69,10 @@ def coinbase_transaction(
 
 
 def ctor_order(txs: Sequence[Transaction]) -> list[Transaction]:
-    """Canonical transaction ordering: non-coinbase transactions sorted by txid (as uint256
-    compares them: the wire-order bytes)."""
-    return sorted(txs, key=lambda t: t.txid)
+    """Canonical transaction ordering: non-coinbase transactions sorted by txid as a number
+    (Bitcoin Cash nodes compare uint256 from the most significant byte: the txid's hex order,
+    the wire-order bytes reversed; Bitcoin Cash Node refuses other orders as `tx-ordering`)."""
+    return sorted(txs, key=lambda t: t.txid[::-1])
 
 
 def assemble_block(
