@@ -160,7 +160,12 @@ class LaunchedDevnet:
     def router_fee_wallet(self) -> Wallet:
         """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's
         own wallets, so a client or test can find, and spend, the fees it was paid."""
-        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee")
+        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee", self.address_prefix)
+
+    @property
+    def address_prefix(self) -> str:
+        """The CashAddr prefix of the devnet's addresses: `bchreg` on a real regtest node."""
+        return address_prefix(self.real is not None)
 
     @property
     def ledger(self) -> Ledger | None:
@@ -273,6 +278,10 @@ class LaunchedDevnet:
                 await self.real.stop()
 
 
+def address_prefix(real_node: bool) -> str:
+    return "bchreg" if real_node else "bitcoincash"
+
+
 def _history_start(config: LaunchConfig, days: int) -> int:
     if config.start_time is not None:
         return int(config.start_time)
@@ -344,9 +353,11 @@ async def launch(config: LaunchConfig) -> LaunchedDevnet:
                 )
             elif not config.no_lending:
                 extensions = (LendingExtension(),)
-            prefix = "bitcoincash" if real is None else "bchreg"
             generator = ScenarioGenerator(
-                devnet, params, extensions=extensions, address_prefix=prefix
+                devnet,
+                params,
+                extensions=extensions,
+                address_prefix=address_prefix(real is not None),
             )
             result = await generator.run()
             for path, body in result.documents.items():
