@@ -7,6 +7,7 @@ may refuse them with the real node's own reasons. The embedded backend refuses n
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from bch.tx import Transaction
@@ -26,6 +27,11 @@ class ChainBackend(Protocol):
 
     def submit_tx(self, tx: Transaction) -> None:
         """The node accepted `tx`; raises TxRejected with the backend's reason to refuse it."""
+        ...
+
+    def foreign_txs(self, known: Collection[bytes]) -> list[Transaction]:
+        """Transactions the backend holds unconfirmed that are not in `known` (txids, wire
+        order): sent to a real node directly (through Fulcrum, bitcoin-cli), not to us."""
         ...
 
     def submit_block(self, block: BlockRecord, *, tip: bool = True) -> None:
@@ -50,6 +56,9 @@ class EmbeddedBackend:
 
     def submit_tx(self, tx: Transaction) -> None:
         return None
+
+    def foreign_txs(self, known: Collection[bytes]) -> list[Transaction]:
+        return []
 
     def submit_block(self, block: BlockRecord, *, tip: bool = True) -> None:
         return None

@@ -378,7 +378,10 @@ async def launch(config: LaunchConfig) -> LaunchedDevnet:
                     tcp_port=base,
                     ws_port=base + WS_OFFSET if base else 0,
                 )
-        if config.mine_every > 0:
+        if config.mine_every > 0 and real is not None and real.fulcrum is not None:
+            miner = Wallet(devnet.network.miner.key, address_prefix(True))
+            real.start_mining(config.mine_every, miner.address)
+        elif config.mine_every > 0:
             devnet.network.start_mining(config.mine_every, spacing=max(1, int(config.mine_every)))
     except BaseException:
         await http.close()

@@ -192,6 +192,7 @@ class Node:
     ) -> list[BlockRecord]:
         """Mine `count` blocks on the tip; the first also carries `txs` (which need not be in the
         mempool: a way to confirm a double spend). Each block is propagated to reachable peers."""
+        self._adopt_foreign()
         mined = []
         for i in range(count):
             if spacing:
@@ -205,6 +206,16 @@ class Node:
             if self.network is not None:
                 self.network.announce_block(self)
         return mined
+
+    def _adopt_foreign(self) -> None:
+        """Take in what was sent to the real node directly (through Fulcrum, bitcoin-cli), so
+        the blocks built here carry it as the node's own miner would."""
+        foreign = self.backend.foreign_txs(self.mempool.entries.keys())
+        if foreign:
+            self._pending_touched = set()
+            self._readd(foreign)
+            touched, self._pending_touched = self._pending_touched, set()
+            self._emit_scripthashes(touched)
 
     def _build_block(
         self, locking: bytes | None, extra: Sequence[Transaction], *, include_mempool: bool

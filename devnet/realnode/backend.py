@@ -12,6 +12,7 @@ initial block download.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from bch.tx import Transaction
 from devnet.acceptance import TxRejected
@@ -51,6 +52,20 @@ class RealNodeBackend:
         except RpcError as exc:
             if exc.code != RPC_VERIFY_ALREADY_IN_CHAIN:
                 raise TxRejected(exc.message) from None
+
+    def foreign_txs(self, known: Collection[bytes]) -> list[Transaction]:
+        txids = [bytes.fromhex(t)[::-1] for t in self.rpc.call("getrawmempool")]
+        out = []
+        for txid in txids:
+            if txid in known:
+                continue
+            try:
+                out.append(
+                    Transaction.from_hex(self.rpc.call("getrawtransaction", txid[::-1].hex()))
+                )
+            except RpcError:  # mined or evicted since the listing
+                continue
+        return out
 
     def submit_block(self, block: BlockRecord, *, tip: bool = True) -> None:
         when = block.header.time

@@ -3,9 +3,11 @@ directory, started and stopped together."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from devnet.realnode.backend import RealNodeBackend
@@ -19,6 +21,7 @@ class RealNode:
     bitcoind: Bitcoind
     backend: RealNodeBackend
     fulcrum: Fulcrum | None = None
+    _miner: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def vm_year(self) -> int:
@@ -45,8 +48,23 @@ class RealNode:
         mempool = tuple(str(txid) for txid in rpc.call("getrawmempool"))
         await fulcrum.wait_synced(height, mempool)
 
+    def start_mining(self, interval: float, address: str) -> None:
+        """A block every `interval` seconds, mined by the node itself (`generatetoaddress`):
+        with Fulcrum in front, transactions reach the node directly, and its miner takes them."""
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                await asyncio.to_thread(self.bitcoind.rpc.call, "generatetoaddress", 1, address)
+
+        self._miner = asyncio.create_task(run())
+
     async def stop(self) -> None:
         """Fulcrum first (it reads from the node), then the node; the directory goes."""
+        if self._miner is not None:
+            self._miner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._miner
         try:
             if self.fulcrum is not None:
                 await self.fulcrum.stop()

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,9 @@ import httpx
 import orjson
 import pytest
 
+from bch.tx import OutPoint, Transaction, TxInput, TxOutput
+from bch.wallet import Wallet
+from devnet.network import MINER_SEED
 from devnet.realnode.rpc import BitcoindRpc
 from tests.realnode.nodes import Binaries, find_binaries
 
@@ -210,21 +214,64 @@ def test_sigterm_stops_the_node_and_fulcrum(devnet: Ladle) -> None:
     assert not os.path.exists(root)
 
 
+def _spend_a_coinbase(rpc: BitcoindRpc) -> Transaction:
+    """The devnet miner's first coinbase, paid back to it (a transaction the devnet never saw)."""
+    miner = Wallet.from_seed(MINER_SEED)
+    coinbase = rpc.call("getblock", rpc.call("getblockhash", 1), 2)["tx"][0]
+    value = round(coinbase["vout"][0]["value"] * 100_000_000)
+    source = TxOutput(value, miner.locking_bytecode)
+    unsigned = Transaction.build(
+        [TxInput(OutPoint(bytes.fromhex(coinbase["txid"])[::-1], 0))],
+        [TxOutput(value - 1_000, miner.locking_bytecode)],
+    )
+    return miner.sign_transaction(unsigned, [source])
+
+
 def test_without_fulcrum_the_devnets_own_server_writes_through(binaries: Binaries) -> None:
-    """No Fulcrum: the devnet's Electrum server is the front, and what it is sent (a block
-    mined on request) lands on the node too."""
+    """No Fulcrum: the devnet's Electrum server is the front; the blocks it mines on request
+    land on the node, and carry what was sent to the node directly."""
     running = Ladle("devnet", "--ports", "0", "--no-scenario", "--bitcoind", binaries.bitcoind)
     try:
         ready = running.ready()
         [entry] = ready["electrum"]
         rpc = rpc_of(ready)
         assert rpc.call("getbestblockhash") == ready["devnet"]["tip"]
+        direct = _spend_a_coinbase(rpc)
+        rpc.call("sendrawtransaction", direct.to_bytes().hex())
         electrum(entry, "devnet.mine", 2)
         tip = electrum(entry, "blockchain.headers.get_tip")
         assert tip["height"] == ready["devnet"]["height"] + 2 == rpc.call("getblockcount")
+        mined = rpc.call("getrawtransaction", direct.txid_hex, 1)
+        assert mined["confirmations"] == 2
+        assert (
+            electrum(entry, "blockchain.transaction.get", direct.txid_hex)
+            == direct.to_bytes().hex()
+        )
         root = str(Path(ready["bitcoind"]["datadir"]).parent)
         assert running.stop(signal.SIGINT) == 0
         assert children_in(root) == []
+    finally:
+        running.kill()
+
+
+def test_with_fulcrum_the_node_mines_on_a_timer(binaries: Binaries) -> None:
+    """`--mine-every` with Fulcrum in front: the node's own miner, seen through Fulcrum."""
+    running = Ladle(
+        "devnet",
+        *("--ports", "0", "--no-scenario", "--mine-every", "0.3"),
+        *("--bitcoind", binaries.bitcoind, "--fulcrum", binaries.fulcrum),
+    )
+    try:
+        ready = running.ready()
+        [entry] = ready["electrum"]
+        rpc = rpc_of(ready)
+        start = ready["devnet"]["height"]
+        deadline = time.monotonic() + 30
+        while electrum(entry, "blockchain.headers.get_tip")["height"] < start + 2:
+            assert time.monotonic() < deadline, "no block mined"
+            time.sleep(0.2)
+        assert rpc.call("getblockcount") >= start + 2
+        assert running.stop(signal.SIGTERM) == 0
     finally:
         running.kill()
 
