@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import time
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
@@ -67,6 +68,9 @@ class LaunchConfig:
             raise ValueError("--fulcrum needs --bitcoind (Fulcrum reads the devnet's bitcoind)")
         if self.bitcoind is not None and self.nodes != 1:
             raise ValueError("--bitcoind runs one node: drop --nodes")
+        for option, binary in (("--bitcoind", self.bitcoind), ("--fulcrum", self.fulcrum)):
+            if binary is not None and shutil.which(binary) is None:
+                raise ValueError(f"{option}: no executable {binary!r} (a path, or a name on PATH)")
         if self.verify_scenario and self.no_verify:
             raise ValueError("--verify-scenario needs script verification: drop --no-verify")
 
