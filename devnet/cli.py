@@ -259,7 +259,10 @@ class LaunchedDevnet:
             )
         for e in self.electrum():
             ws = f"  {e['ws']}" if "ws" in e else ""
-            out.append(f"  electrum node {e['node']}: {e['tcp']}{ws}")
+            label = f"electrum node {e['node']}"
+            if self.real is not None and self.real.fulcrum is not None:
+                label = f"electrum ({self.real.fulcrum.version})"
+            out.append(f"  {label}: {e['tcp']}{ws}")
         out.append(f"  http: {self.http.url}  (registries, IPFS gateway /ipfs/, /ledger.json)")
         if self.scenario is not None:
             holdings = {h.name: h for h in self.scenario.holdings}
