@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -274,6 +275,29 @@ def test_with_fulcrum_the_node_mines_on_a_timer(binaries: Binaries) -> None:
         assert running.stop(signal.SIGTERM) == 0
     finally:
         running.kill()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_kill_9_of_ladle_leaves_no_node_running(binaries: Binaries) -> None:
+    running = Ladle(
+        "devnet",
+        *("--ports", "0", "--no-scenario"),
+        *("--bitcoind", binaries.bitcoind, "--fulcrum", binaries.fulcrum),
+    )
+    root = ""
+    try:
+        ready = running.ready()
+        root = str(Path(ready["bitcoind"]["datadir"]).parent)
+        assert len(children_in(root)) == 2
+        running.kill()
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while children_in(root):
+            assert time.monotonic() < deadline, "bitcoind or Fulcrum outlived ladle"
+            time.sleep(0.2)
+    finally:
+        running.kill()
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _get(api: httpx.Client, path: str, **params: Any) -> Any:
