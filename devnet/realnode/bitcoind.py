@@ -9,7 +9,6 @@ transactions at once instead of polling.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import subprocess
 from dataclasses import dataclass, field
@@ -145,5 +144,4 @@ class Bitcoind:
         except (OSError, RpcError):
             await terminate(self.process)
             return
-        with contextlib.suppress(ProcessLookupError):
-            await wait_exit(self.process)
+        await wait_exit(self.process)
