@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,40 +125,31 @@ def binaries() -> Binaries:
 SCENARIO = ("--ports", "0", "--preset", "small", "--no-verify")
 
 
+@dataclass
+class DevnetRun:
+    ladle: Ladle
+    ready: dict[str, Any]
+    ledger: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def devnet(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ladle]:
-    ledger = tmp_path_factory.mktemp("devnet") / "ledger.json"
+def devnet(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevnetRun]:
+    path = tmp_path_factory.mktemp("devnet") / "ledger.json"
     running = Ladle(
         "devnet",
         *SCENARIO,
-        "--bitcoind",
-        binaries.bitcoind,
-        "--fulcrum",
-        binaries.fulcrum,
-        "--ledger",
-        str(ledger),
+        *("--bitcoind", binaries.bitcoind, "--fulcrum", binaries.fulcrum),
+        *("--ledger", str(path)),
     )
-    running.ledger_path = ledger  # type: ignore[attr-defined]
     try:
-        running.ready_line = running.ready()  # type: ignore[attr-defined]
-        yield running
+        ready = running.ready()
+        yield DevnetRun(running, ready, json.loads(path.read_text()))
     finally:
         running.kill()
 
 
-def _ready(devnet: Ladle) -> dict[str, Any]:
-    ready: dict[str, Any] = devnet.ready_line  # type: ignore[attr-defined]
-    return ready
-
-
-def _ledger(devnet: Ladle) -> dict[str, Any]:
-    path: Path = devnet.ledger_path  # type: ignore[attr-defined]
-    ledger: dict[str, Any] = json.loads(path.read_text())
-    return ledger
-
-
-def test_ready_line_announces_fulcrum_and_the_node(devnet: Ladle) -> None:
-    ready = _ready(devnet)
+def test_ready_line_announces_fulcrum_and_the_node(devnet: DevnetRun) -> None:
+    ready = devnet.ready
     assert set(ready) == {"electrum", "wallets", "devnet", "bitcoind"}
     [entry] = ready["electrum"]
     assert set(entry) == {"node", "host", "tcp_port", "tcp", "ws_port", "ws"}
@@ -173,8 +165,8 @@ def test_ready_line_announces_fulcrum_and_the_node(devnet: Ladle) -> None:
     assert ready["bitcoind"]["rpc"].startswith("http://")
 
 
-def test_the_ledger_is_the_nodes_chain(devnet: Ladle) -> None:
-    ready, ledger = _ready(devnet), _ledger(devnet)
+def test_the_ledger_is_the_nodes_chain(devnet: DevnetRun) -> None:
+    ready, ledger = devnet.ready, devnet.ledger
     rpc = rpc_of(ready)
     chain = ledger["chain"]
     assert chain["genesis_hash"] == rpc.call("getblockhash", 0)
@@ -206,11 +198,11 @@ def test_the_ledger_is_the_nodes_chain(devnet: Ladle) -> None:
         assert proof["block_height"] == item["height"]
 
 
-def test_sigterm_stops_the_node_and_fulcrum(devnet: Ladle) -> None:
-    ready = _ready(devnet)
+def test_sigterm_stops_the_node_and_fulcrum(devnet: DevnetRun) -> None:
+    ready = devnet.ready
     root = str(Path(ready["bitcoind"]["datadir"]).parent)
     assert len(children_in(root)) == 2  # bitcoind and Fulcrum
-    assert devnet.stop(signal.SIGTERM) == 0
+    assert devnet.ladle.stop(signal.SIGTERM) == 0
     assert children_in(root) == []
     assert not os.path.exists(root)
 
