@@ -8,7 +8,9 @@ mempool transactions are seen on Rostrum (it has no mempool notification). Notif
 skip blocks or repeat: the catch-up walks from the stored tip whatever the notice said.
 
 Errors from the servers (all unreachable, timeouts, a lying server) end the round; the next one
-starts after an exponential backoff. The pool has already tried the other servers by then.
+starts after an exponential backoff, capped like the pool's reconnects (`MAX_RECONNECT_DELAY`)
+so that a returning server is used within seconds. The pool has already tried the other servers
+by then.
 Errors of our own (SQLite, bugs) propagate: the index must not limp on.
 """
 
@@ -19,6 +21,7 @@ import contextlib
 import logging
 
 from indexer.electrum import ElectrumClient, ElectrumClientError, HeaderNotice
+from indexer.electrum.health import MAX_RECONNECT_DELAY
 from indexer.follow.chain import (
     DEFAULT_BULK_DISTANCE,
     DEFAULT_OFFLOAD_DISTANCE,
@@ -52,7 +55,7 @@ class Follower:
         progress: Progress | None = None,
         on_block: BlockCallback | None = None,
         retry_delay: float = 0.5,
-        max_retry_delay: float = 30.0,
+        max_retry_delay: float = MAX_RECONNECT_DELAY,
         bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
         offload_distance: int | None = DEFAULT_OFFLOAD_DISTANCE,
     ) -> None:

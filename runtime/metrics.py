@@ -1,0 +1,67 @@
+"""Prometheus metrics of every component (`prometheus_client`), one way for all of them.
+
+Each component keeps its metric objects in a registry of its own (several apps may live in one
+test process). With `PROMETHEUS_MULTIPROC_DIR` set in the environment before the process
+starts (`ladle up` and `ladle rest --workers N` set it for their workers), prometheus_client
+keeps every value in files of that directory, and `exposition()` answers with the values of
+all the processes writing there, merged by `MultiProcessCollector` (counters and histograms
+summed; each gauge as its `multiprocess_mode` says). Without it, the component's own registry.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Gauge,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "LazyGauge", "exposition", "multiprocess_dir"]
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# `*_created` samples (a timestamp per series) double the exposition and mean nothing across
+# worker processes.
+disable_created_metrics()
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text exposition: every process's values in multi-process mode, else `registry`'s."""
+    directory = multiprocess_dir()
+    if directory is None:
+        return generate_latest(registry)
+    merged = CollectorRegistry()
+    MultiProcessCollector(merged, path=directory)
+    return generate_latest(merged)
+
+
+class LazyGauge:
+    """A gauge absent from the exposition until its value is known (a Gauge is exposed as 0
+    from its creation): it is created at the first `set`; `set(None)` leaves it as it is."""
+
+    __slots__ = ("_gauge", "documentation", "mode", "name", "registry")
+
+    def __init__(
+        self, name: str, documentation: str, registry: CollectorRegistry, mode: str = "mostrecent"
+    ) -> None:
+        self.name, self.documentation, self.registry, self.mode = name, documentation, registry, mode
+        self._gauge: Gauge | None = None
+
+    def set(self, value: float | None) -> None:
+        if value is None:
+            return
+        if self._gauge is None:
+            self._gauge = Gauge(
+                self.name, self.documentation, registry=self.registry, multiprocess_mode=self.mode
+            )
+        self._gauge.set(value)
