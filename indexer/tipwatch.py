@@ -145,4 +145,3 @@ class TipWatch(Service):
             log.warning("%s: bad header notification: %s", server, exc)
             return
         self.record(server, notice)
-

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from runtime.metrics import LazyGauge, exposition
+from runtime.metrics import GaugeMode, LazyGauge, exposition
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 PREFIX = "ladle_rest"
@@ -29,7 +29,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         reg = self.registry
 
-        def gauge(name: str, help_: str, mode: str = "mostrecent") -> LazyGauge:
+        def gauge(name: str, help_: str, mode: GaugeMode = "mostrecent") -> LazyGauge:
             return LazyGauge(f"{PREFIX}_{name}", help_, reg, mode)
 
         def counter(name: str, help_: str) -> Counter:

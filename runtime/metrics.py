@@ -11,6 +11,7 @@ summed; each gauge as its `multiprocess_mode` says). Without it, the component's
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -21,14 +22,33 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "LazyGauge", "exposition", "multiprocess_dir"]
+__all__ = [
+    "CONTENT_TYPE",
+    "MULTIPROC_ENV",
+    "GaugeMode",
+    "LazyGauge",
+    "exposition",
+    "multiprocess_dir",
+]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+GaugeMode = Literal[
+    "all",
+    "liveall",
+    "min",
+    "livemin",
+    "max",
+    "livemax",
+    "sum",
+    "livesum",
+    "mostrecent",
+    "livemostrecent",
+]
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 # `*_created` samples (a timestamp per series) double the exposition and mean nothing across
 # worker processes.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def multiprocess_dir() -> str | None:
@@ -41,7 +61,7 @@ def exposition(registry: CollectorRegistry) -> bytes:
     if directory is None:
         return generate_latest(registry)
     merged = CollectorRegistry()
-    MultiProcessCollector(merged, path=directory)
+    MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
     return generate_latest(merged)
 
 
@@ -52,9 +72,18 @@ class LazyGauge:
     __slots__ = ("_gauge", "documentation", "mode", "name", "registry")
 
     def __init__(
-        self, name: str, documentation: str, registry: CollectorRegistry, mode: str = "mostrecent"
+        self,
+        name: str,
+        documentation: str,
+        registry: CollectorRegistry,
+        mode: GaugeMode = "mostrecent",
     ) -> None:
-        self.name, self.documentation, self.registry, self.mode = name, documentation, registry, mode
+        self.name, self.documentation, self.registry, self.mode = (
+            name,
+            documentation,
+            registry,
+            mode,
+        )
         self._gauge: Gauge | None = None
 
     def set(self, value: float | None) -> None:
