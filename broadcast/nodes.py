@@ -45,7 +45,9 @@ class NodeLink:
             retries=0,
             give_up_after=0.0,
             extensions=False,
-            backoff=Backoff(base=reconnect_backoff, cap=max(reconnect_backoff, MAX_RECONNECT_DELAY)),
+            backoff=Backoff(
+                base=reconnect_backoff, cap=max(reconnect_backoff, MAX_RECONNECT_DELAY)
+            ),
         )
 
     def __repr__(self) -> str:
