@@ -152,6 +152,7 @@ async def test_a_router_whose_index_lags_the_best_tip_heard_refuses() -> None:
         assert await quote_outcome(c, params) == "ok"
         s.net.nodes[1].set_faults(partitioned=True)  # the indexed server hears no new block
         indexed = s.snapshot.height
+        assert indexed is not None
         s.net.nodes[0].mine(2)
         await wait_until(lambda: best_heard(s) == indexed + 2, timeout=10)
         assert await quote_outcome(c, params) == "ok"  # 2 blocks behind: within the bound
