@@ -46,10 +46,20 @@ class RouterMetrics:
         self.stale = LazyGauge(
             f"{PREFIX}_stale", "1 while quotes and builds are refused as stale_snapshot.", reg
         )
+        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
 
     def observe(self, method: str, outcome: str, seconds: float) -> None:
-        self.requests.labels(method, outcome).inc()
-        self.latency.labels(method).observe(seconds)
+        # The labelled children are looked up once per (method, outcome), not per request: the
+        # daemon answers a ping in tens of microseconds.
+        key = (method, outcome)
+        pair = self._children.get(key)
+        if pair is None:
+            pair = self._children[key] = (
+                self.requests.labels(method, outcome),
+                self.latency.labels(method),
+            )
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def render(
         self,
