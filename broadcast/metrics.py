@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.metrics import LazyGauge, exposition
+from runtime.metrics import LazyGauge, exposition, request_metrics
 
 PREFIX = "ladle_broadcast"
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -19,36 +19,24 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 class BroadcastMetrics:
     def __init__(self) -> None:
         self.registry = reg = CollectorRegistry()
-        self.requests = Counter(
-            f"{PREFIX}_requests",
-            "HTTP requests answered, by route template.",
-            ("route", "method", "status"),
-            registry=reg,
-        )
-        self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds",
-            "Time to answer, by route template.",
-            ("route",),
-            buckets=BUCKETS,
-            registry=reg,
+        self.requests, self.latency = request_metrics(
+            PREFIX, "HTTP requests", ("route", "method", "status"), BUCKETS, reg
         )
         self.best_height = LazyGauge(f"{PREFIX}_best_height", "Best chain tip heard of.", reg)
         self.nodes_connected = LazyGauge(
             f"{PREFIX}_nodes_connected", "Nodes whose tips are heard.", reg
         )
-        self.node_connected = Gauge(
-            f"{PREFIX}_node_connected",
-            "1 while the node's tip subscription is connected.",
-            ("node",),
-            registry=reg,
-            multiprocess_mode="mostrecent",
+
+        def per_node(name: str, help_: str) -> Gauge:
+            return Gauge(
+                f"{PREFIX}_{name}", help_, ("node",), registry=reg, multiprocess_mode="mostrecent"
+            )
+
+        self.node_connected = per_node(
+            "node_connected", "1 while the node's tip subscription is connected."
         )
-        self.node_lag_blocks = Gauge(
-            f"{PREFIX}_node_lag_blocks",
-            "Blocks the node's tip lags the best tip heard of.",
-            ("node",),
-            registry=reg,
-            multiprocess_mode="mostrecent",
+        self.node_lag_blocks = per_node(
+            "node_lag_blocks", "Blocks the node's tip lags the best tip heard of."
         )
 
     def render(self) -> bytes:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
 
-from runtime.metrics import GaugeMode, LazyGauge, exposition
+from runtime.metrics import GaugeMode, LazyGauge, exposition, request_metrics
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 PREFIX = "ladle_rest"
@@ -35,18 +35,8 @@ class Metrics:
         def counter(name: str, help_: str) -> Counter:
             return Counter(f"{PREFIX}_{name}", help_, registry=reg)
 
-        self.requests = Counter(
-            f"{PREFIX}_requests",
-            "HTTP requests answered, by route template.",
-            ("route", "method", "status"),
-            registry=reg,
-        )
-        self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds",
-            "Time to answer, by route template.",
-            ("route",),
-            buckets=BUCKETS,
-            registry=reg,
+        self.requests, self.latency = request_metrics(
+            PREFIX, "HTTP requests", ("route", "method", "status"), BUCKETS, reg
         )
         self.index_height = gauge("index_height", "Height of the index tip.")
         self.index_tip_time = gauge("index_tip_time", "Header time of the index tip.")

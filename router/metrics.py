@@ -8,7 +8,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from indexer.freshness import Lag
-from runtime.metrics import LazyGauge, exposition
+from runtime.metrics import LazyGauge, exposition, request_metrics
 
 PREFIX = "ladle_router"
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -17,18 +17,8 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 class RouterMetrics:
     def __init__(self) -> None:
         self.registry = reg = CollectorRegistry()
-        self.requests = Counter(
-            f"{PREFIX}_requests",
-            "JSON-RPC requests answered, by method and outcome (ok or the error code).",
-            ("method", "outcome"),
-            registry=reg,
-        )
-        self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds",
-            "Time to answer a request, by method.",
-            ("method",),
-            buckets=BUCKETS,
-            registry=reg,
+        self.requests, self.latency = request_metrics(
+            PREFIX, "JSON-RPC requests", ("method", "outcome"), BUCKETS, reg
         )
         self.connections = LazyGauge(f"{PREFIX}_connections", "Open WebSocket connections.", reg)
         self.subscriptions = LazyGauge(f"{PREFIX}_subscriptions", "Live subscriptions.", reg)

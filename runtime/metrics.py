@@ -11,12 +11,15 @@ summed; each gauge as its `multiprocess_mode` says). Without it, the component's
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Literal
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
+    Counter,
     Gauge,
+    Histogram,
     disable_created_metrics,
     generate_latest,
 )
@@ -29,6 +32,7 @@ __all__ = [
     "LazyGauge",
     "exposition",
     "multiprocess_dir",
+    "request_metrics",
 ]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -63,6 +67,28 @@ def exposition(registry: CollectorRegistry) -> bytes:
     merged = CollectorRegistry()
     MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
     return generate_latest(merged)
+
+
+def request_metrics(
+    prefix: str,
+    what: str,
+    labels: Sequence[str],
+    buckets: Sequence[float],
+    registry: CollectorRegistry,
+) -> tuple[Counter, Histogram]:
+    """`<prefix>_requests_total` by `labels` and `<prefix>_request_duration_seconds` by the
+    first of them (a histogram): what every component counts of the requests it answers."""
+    requests = Counter(
+        f"{prefix}_requests", f"{what} answered, by {', '.join(labels)}.", labels, registry=registry
+    )
+    latency = Histogram(
+        f"{prefix}_request_duration_seconds",
+        f"Time to answer, by {labels[0]}.",
+        labels[:1],
+        buckets=buckets,
+        registry=registry,
+    )
+    return requests, latency
 
 
 class LazyGauge:

@@ -1,5 +1,6 @@
-"""Lag behind the best tip heard (`indexer.freshness`) and its copy in the index for other
-processes (`indexer.store.heard`), on real SQLite."""
+"""Lag behind the best tip heard (`indexer.freshness`), what the tip watch keeps of the tips
+announced, and its copy in the index for other processes (`indexer.store.heard`), on real
+SQLite."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from pathlib import Path
 
 import aiosqlite
 
+from indexer.electrum import HeaderNotice, ServerAddress
 from indexer.freshness import Bound, Heard, lag_of
 from indexer.store import Store
 from indexer.store.heard import DEAD_AFTER, read_heard, write_heard
+from indexer.tipwatch import TipWatch
 
 H = "ab" * 32
 
@@ -56,3 +59,24 @@ async def test_the_tips_heard_round_trip_through_the_index(tmp_path: Path) -> No
         # Not rewritten for longer than DEAD_AFTER: the indexer is gone, so is every server.
         late = await read_heard(conn, 30.0 + DEAD_AFTER + 1)
         assert late == Heard(state.tips, 2, 0, 30.0)
+
+
+def notice(height: int, nonce: int = 0) -> HeaderNotice:
+    header = bytes(68) + (1_700_000_000 + height).to_bytes(4, "little") + bytes(4)
+    return HeaderNotice(height, header + nonce.to_bytes(4, "little"))
+
+
+async def test_the_watch_keeps_the_best_tip_any_server_announced() -> None:
+    a, b = ServerAddress.parse("tcp://127.0.0.1:1"), ServerAddress.parse("tcp://127.0.0.1:2")
+    clock = iter(range(100, 200))
+    watch = TipWatch([a, b], clock=lambda: float(next(clock)))
+    watch.record(a, notice(10))
+    watch.record(b, notice(12))
+    watch.record(a, notice(11))  # a lags b: b's tip stays the best
+    heard = watch.heard()
+    assert heard.best_height == 12 and heard.tips[12][1] == 1_700_000_012
+    watch.record(b, notice(12))  # heard again: still dated when first heard
+    assert watch.heard().tips[12] == heard.tips[12]
+    watch.record(b, notice(11, nonce=1))  # b went back (a reorg): nobody claims 12 any more
+    heard = watch.heard()
+    assert heard.best_height == 11 and heard.tips[11][0] == notice(11, 1).hash_hex
