@@ -23,7 +23,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 __all__ = [
     "CONTENT_TYPE",
@@ -33,6 +33,7 @@ __all__ = [
     "exposition",
     "multiprocess_dir",
     "request_metrics",
+    "worker_exited",
 ]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -67,6 +68,14 @@ def exposition(registry: CollectorRegistry) -> bytes:
     merged = CollectorRegistry()
     MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
     return generate_latest(merged)
+
+
+def worker_exited(pid: int) -> None:
+    """What a supervisor calls when a worker process ended: its `live*` gauges leave the sums
+    (counters and histograms keep its counts, as Prometheus expects of counters)."""
+    directory = multiprocess_dir()
+    if directory is not None:
+        mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
 
 
 def request_metrics(
