@@ -9,7 +9,8 @@ skip blocks or repeat: the catch-up walks from the stored tip whatever the notic
 
 Errors from the servers (all unreachable, timeouts, a lying server) end the round; the next one
 starts after an exponential backoff, capped like the pool's reconnects (`MAX_RECONNECT_DELAY`)
-so that a returning server is used within seconds. The pool has already tried the other servers
+so that a returning server is used within seconds; a failure that repeats is logged once, then
+at most every `REPEAT_LOG_INTERVAL`. The pool has already tried the other servers
 by then.
 Errors of our own (SQLite, bugs) propagate: the index must not limp on.
 """
@@ -39,6 +40,7 @@ from runtime.logs import fields
 log = logging.getLogger("indexer.follow")
 
 DEFAULT_MEMPOOL_INTERVAL = 2.0
+REPEAT_LOG_INTERVAL = 30.0  # seconds between two warnings of one failure that repeats
 
 
 class Follower:
@@ -103,6 +105,8 @@ class Follower:
         `ready` is set once the initial sync and the first mempool refresh are done."""
         delay = self.retry_delay
         last_error, repeats = "", 0
+        loop = asyncio.get_running_loop()
+        said = -REPEAT_LOG_INTERVAL
         while True:
             self._wake.clear()
             try:
@@ -110,9 +114,10 @@ class Follower:
             except (ElectrumClientError, ChainError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 repeats = repeats + 1 if error == last_error else 0
-                # Said once, then again only as the backoff reaches its cap: a round that keeps
-                # failing the same way must not fill the log.
-                if repeats == 0 or delay >= self.max_retry_delay:
+                # Said once, then again at most every REPEAT_LOG_INTERVAL: a round that keeps
+                # failing the same way must not fill the log (the backoff is short).
+                if repeats == 0 or loop.time() - said >= REPEAT_LOG_INTERVAL:
+                    said = loop.time()
                     log.warning(
                         "round failed; retrying",
                         extra=fields(event="retry", error=error, delay=delay, repeats=repeats),
