@@ -358,6 +358,8 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-per-byte",
         "--max-connections",
         "--rate",
+        "--max-lag-blocks",
+        "--max-lag-seconds",
         "--electrum",
         "--db",
         "--start-height",
