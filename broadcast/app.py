@@ -1,4 +1,5 @@
-"""The HTTP API: `POST /broadcast` and `GET /broadcast/status/<txid>` (Starlette).
+"""The HTTP API: `POST /broadcast` and `GET /broadcast/status/<txid>` (Starlette), with
+`GET /health` and `GET /metrics` for operators.
 
 Every answer is JSON, errors included: `{"error": {"code", "message", "details"?}}` with the
 documented statuses (400, 404, 405, 413, 415, 422, 502). Nothing reaches the client as a bare
@@ -33,9 +34,11 @@ from broadcast.errors import (
     PAYLOAD_TOO_LARGE,
     ApiError,
 )
+from broadcast.metrics import BroadcastMetrics, RequestMetrics
 from broadcast.request import JSON_TYPE, check_content_type, check_txid, parse_request
 from broadcast.service import BroadcastService
 from runtime.catchall import CatchAll
+from runtime.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
     """The ASGI app. With `manage`, the app's lifespan starts and closes `service`."""
+    metrics = BroadcastMetrics()
 
     async def post_broadcast(request: Request) -> Response:
         check_content_type(request.headers.getlist("content-type"))
@@ -90,6 +94,23 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
     async def get_status(request: Request) -> Response:
         txid = check_txid(request.path_params["txid"])
         return JsonResponse(await service.status(txid))
+
+    async def get_health(request: Request) -> Response:
+        doc = service.health()
+        status = 503 if doc["status"] == "unavailable" else 200
+        return JsonResponse(doc, status_code=status, headers={"Cache-Control": "no-store"})
+
+    async def get_metrics(request: Request) -> Response:
+        heard = service.health()
+        metrics.best_height.set(heard["best_height"])
+        metrics.nodes_connected.set(heard["connected"])
+        for node in heard["nodes"]:
+            metrics.node_connected.labels(node["name"]).set(int(node["connected"]))
+            if node["lag_blocks"] is not None:
+                metrics.node_lag_blocks.labels(node["name"]).set(node["lag_blocks"])
+        return Response(
+            metrics.render(), headers={"Cache-Control": "no-store"}, media_type=CONTENT_TYPE
+        )
 
     async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -122,8 +143,11 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
         routes=[
             Route("/broadcast", post_broadcast, methods=["POST"]),
             Route("/broadcast/status/{txid}", get_status, methods=["GET"]),
+            Route("/health", get_health, methods=["GET"]),
+            Route("/metrics", get_metrics, methods=["GET"]),
         ],
         middleware=[
+            Middleware(RequestMetrics, metrics=metrics),
             # Open to browsers: a web wallet (the explorer's swap page) posts its signed
             # transaction here from another origin.
             Middleware(

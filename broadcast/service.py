@@ -30,7 +30,7 @@ from broadcast.errors import (
     ApiError,
 )
 from broadcast.fanout import Broadcaster
-from broadcast.nodes import NodeLink
+from broadcast.nodes import CLIENT_NAME, NodeLink
 from broadcast.protection import Protection, check_protection, inputs_unknown
 from broadcast.records import BroadcastRecord, RecordStore
 from broadcast.request import BroadcastRequest
@@ -43,6 +43,9 @@ from broadcast.spent import (
 )
 from broadcast.status import Status
 from broadcast.verdicts import Reason, node_message
+from indexer.electrum import ServerAddress
+from indexer.freshness import lag_of
+from indexer.tipwatch import TipWatch
 from verify.libauth import AsyncLibauthVerifier
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,9 @@ class BroadcastService:
         self.config = config
         self.clock = clock
         self.links = [NodeLink(n, reconnect_backoff=config.reconnect_backoff) for n in config.nodes]
+        # The best tip the nodes announce, and which of them are reachable (for /health).
+        self.tips = TipWatch([n.url for n in config.nodes], client_name=CLIENT_NAME)
+        self.started = clock()
         nodes = NodeSpentOutputs(self.links)
         self.source: SpentOutputSource = spent_source or nodes
         self.view: ChainView = nodes if spent_source is None else SourcedView(spent_source, nodes)
@@ -97,6 +103,7 @@ class BroadcastService:
             missing_inputs_retry=self.config.missing_inputs_retry,
             clock=self.clock,
         )
+        await self.tips.start()
         loop = asyncio.get_running_loop()
         self._rechecker = loop.create_task(self._recheck_loop())
         # Connect to every node now, so that the first broadcast does not pay for handshakes.
@@ -117,6 +124,7 @@ class BroadcastService:
             await self._store.close()
         for link in self.links:
             await link.close()
+        await self.tips.close()
         if self._own_verifier and self.verifier is not None:
             await self.verifier.close()
 
@@ -126,6 +134,36 @@ class BroadcastService:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def health(self) -> dict[str, Any]:
+        """`GET /health` (docs/broadcast.md): `ok` while every node's tip is heard, `degraded`
+        while some are not, `unavailable` while none is; the best tip heard of and each node's
+        connection and lag behind it."""
+        heard = self.tips.heard()
+        lag = lag_of(None, heard, self.clock())
+        best = lag.best_height
+        nodes = []
+        for link in self.links:
+            height = self.tips.server_heights.get(ServerAddress.parse(link.config.url))
+            nodes.append(
+                {
+                    "name": link.name,
+                    "connected": height is not None,
+                    "height": height,
+                    "lag_blocks": None if height is None or best is None else max(0, best - height),
+                }
+            )
+        connected = sum(1 for n in nodes if n["connected"])
+        status = "ok" if connected == len(nodes) else "degraded" if connected else "unavailable"
+        return {
+            "status": status,
+            "best_height": best,
+            "best_hash": lag.best_hash,
+            "best_time": lag.best_time,
+            "nodes": nodes,
+            "connected": connected,
+            "uptime_seconds": int(self.clock() - self.started),
+        }
 
     @property
     def broadcaster(self) -> Broadcaster:

@@ -47,7 +47,7 @@ async def start_devnet(ctx: UpContext, config: LaunchConfig) -> Started:
         ctx.usd_feed = launched.scenario.ledger.oracle.category
     return Started(
         "devnet",
-        {"electrum": launched.electrum(), "wallets": launched.wallets(), "devnet": launched.info()},
+        launched.ready(),
         launched.lines(),
         launched.stop,
     )

@@ -177,6 +177,18 @@ class Subscriptions:
         for sub_id in list(sub_ids):
             self.remove(sub_id)
 
+    def push_all(self, body: bytes | None = None) -> int:
+        """Push every subscription `body` (a push's `"result": …` or `"error": …` member; None:
+        its group's current outcome), e.g. the daemon's stale_snapshot notice and the outcomes
+        after it. Returns how many pushes went out."""
+        pushed = 0
+        for group in list(self._groups.values()):
+            member_body = group.body if body is None else body
+            for sub_id, deliver in list(group.members.items()):
+                deliver(sub_id, push_message(group.kind, sub_id, member_body))
+                pushed += 1
+        return pushed
+
     def _evaluate(self, group: _Group, book: PoolBook) -> bool:
         """Route `group`'s order on `book`; True if the outcome changed."""
         trace: list[HopFootprint] = []

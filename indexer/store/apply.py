@@ -76,6 +76,7 @@ from indexer.store.db import (
     pace,
     submit,
 )
+from indexer.store.heard import MIGRATIONS as HEARD_MIGRATIONS
 from indexer.store.mempool import MempoolTracker
 from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.overlay import overlay_rows, write_overlay
@@ -327,6 +328,7 @@ class Store:
             migrations = [
                 *CORE_MIGRATIONS,
                 *OVERLAY_MIGRATIONS,
+                *HEARD_MIGRATIONS,
                 *(m for d in chosen for m in d.migrations),
             ]
             if await bulk.deferred(conn) and await _pending(conn, migrations):

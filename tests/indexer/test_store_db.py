@@ -15,6 +15,7 @@ from indexer.decoders import BlockContext, BlockTx, create_decoders, register_de
 from indexer.decoders.cauldron import format_pool_id, parse_pool_id
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Migration, Store, migrate, open_reader, open_writer
+from indexer.store.heard import MIGRATIONS as HEARD_MIGRATIONS
 from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.schema import check_migrations
 from protocols.cauldron.detect import SUMMON_HEAD
@@ -41,10 +42,11 @@ async def test_writer_settings_and_idempotent_migrations(tmp_path: Path) -> None
         declared = [
             *CORE_MIGRATIONS,
             *OVERLAY_MIGRATIONS,
+            *HEARD_MIGRATIONS,
             *(m for d in store.decoders for m in d.migrations),
         ]
         got = list(rows)
-        components = {"core", "mempool", "cauldron", "lending", "oracle", "registry"}
+        components = {"core", "mempool", "heard", "cauldron", "lending", "oracle", "registry"}
         assert {c for c, _ in got} == components
         assert got == sorted((m.component, m.version) for m in declared)
         for component in {c for c, _ in got}:

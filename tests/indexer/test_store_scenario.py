@@ -521,11 +521,12 @@ class Ledger:
 
 async def dump(conn: aiosqlite.Connection, tables: Iterable[str] | None = None) -> Rows:
     """Every row of every index table (or of `tables`), sorted: physical order never matters.
-    The mempool overlay (`mempool_*`) is beside the index, not part of it: named only."""
+    The mempool overlay (`mempool_*`) and the tips heard (`heard_*`) are beside the index, not
+    part of it: named only."""
     if tables is None:
         names = await conn.execute_fetchall(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE 'mempool_%'"
+            "AND name NOT LIKE 'mempool_%' AND name NOT LIKE 'heard_%'"
         )
         tables = [str(r[0]) for r in names]
     out: Rows = {}
