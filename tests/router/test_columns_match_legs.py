@@ -56,8 +56,8 @@ def _encodings(legs: list[Leg]) -> tuple[PoolEncoding, ...]:
 
 
 def _expected(legs: list[Leg], direction: Direction) -> tuple[bytes, float, float] | None:
-    """The reference: `columns_json_parts`' objects and prices, taken only when every leg
-    goes `direction` (what `Quote.json_doc` took from it)."""
+    """The reference: `reference.columns_json_parts`' objects and prices, taken only when
+    every leg goes `direction` (what `wire.quote_bytes` takes from the bytes by column)."""
     texts, prices = columns_json_parts(_columns(legs))
     if prices is None or prices[0] is not direction:
         return None
