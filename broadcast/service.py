@@ -10,7 +10,6 @@ and no majority rejected → BROADCAST_FAILED (outcome unknown, re-checked in th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from broadcast.spent import (
 )
 from broadcast.status import Status
 from broadcast.verdicts import Reason, node_message
+from runtime.tasks import cancel_and_wait
 from verify.libauth import AsyncLibauthVerifier
 
 log = logging.getLogger(__name__)
@@ -106,11 +106,7 @@ class BroadcastService:
         await asyncio.gather(*(link.connect() for link in self.links))
 
     async def close(self) -> None:
-        for task in (self._rechecker, self._warmup):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(t for t in (self._rechecker, self._warmup) if t is not None)
         if self._broadcaster is not None:
             await self._broadcaster.close()
         if self._store is not None:

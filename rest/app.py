@@ -26,6 +26,7 @@ from rest.middleware import Edge
 from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
 from rest.warm import Warmer
 from runtime.catchall import CatchAll
+from runtime.tasks import cancel_and_wait
 
 
 def all_routes(config: RestConfig) -> list[BaseRoute]:
@@ -64,9 +65,7 @@ def create_app(config: RestConfig | None = None) -> Starlette:
             yield
         finally:
             if chain_poll is not None:
-                chain_poll.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await chain_poll
+                await cancel_and_wait([chain_poll])
             await warmer.stop()
             await ctx.watcher.stop()
             await ctx.pool.close()

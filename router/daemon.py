@@ -20,7 +20,6 @@ no thread hand-off, and every request sees one consistent book.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,6 +38,7 @@ from router.errors import ErrorCode, RouterError, bad_request, build_failed
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.quotes import quote
 from router.subscriptions import Kind, Subscriptions, canonical_params
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("router.daemon")
 
@@ -202,9 +202,7 @@ class RouterDaemon:
     async def stop_watching(self) -> None:
         task, self._watch_task = self._watch_task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait([task])
 
     async def _watch(self) -> None:
         """Coalesced snapshot changes → re-route the subscriptions on the changed tokens."""
@@ -243,9 +241,7 @@ class RouterDaemon:
         finally:
             self.sessions.pop(ws, None)
             self.subscriptions.remove_all(session.subs)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
-                await writer
+            await cancel_and_wait([writer])
 
     # --- one request ----------------------------------------------------------------------------
 
