@@ -232,9 +232,9 @@ SURFACES: dict[str, list[str] | None] = {
 COMMANDS: dict[str, list[str]] = {
     "ladle": ["-h/--help"],
     "ladle tx": ["-h/--help"],
-    "ladle tx decode": ["-h/--help", "hex", "--prefix"],
+    "ladle tx decode": ["-h/--help", "hex", "--prefix", "--config"],
     "ladle pool": ["-h/--help"],
-    "ladle pool address": ["-h/--help", "pkh", "--prefix"],
+    "ladle pool address": ["-h/--help", "pkh", "--prefix", "--config"],
     "ladle devnet": [
         "-h/--help",
         "--nodes",
@@ -257,6 +257,7 @@ COMMANDS: dict[str, list[str]] = {
         "--start-time",
         "--verify-scenario",
         "--ledger",
+        "--config",
     ],
     "ladle up": [
         "-h/--help",
@@ -287,6 +288,7 @@ COMMANDS: dict[str, list[str]] = {
         "--no-registry-fetch",
         "--broadcast-port",
         "--broadcast-db",
+        "--config",
     ],
     "ladle index": [
         "-h/--help",
@@ -308,6 +310,7 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle rest": [
         "-h/--help",
@@ -324,6 +327,7 @@ COMMANDS: dict[str, list[str]] = {
         "--broadcast-url",
         "--electrum-ws",
         "--network-label",
+        "--config",
     ],
     "ladle route": [
         "-h/--help",
@@ -335,6 +339,7 @@ COMMANDS: dict[str, list[str]] = {
         "--amount",
         "--side",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle build": [
         "-h/--help",
@@ -343,6 +348,7 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-address",
         "--request",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle router": [
         "-h/--help",
@@ -371,18 +377,20 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle broadcast": [
         "-h/--help",
         "--host",
         "--port",
         "--node",
-        "--config",
+        "--settings",
         "--db",
         "--timeout",
         "--record-ttl",
         "--recheck-interval",
         "--no-verify",
+        "--config",
     ],
 }
 
