@@ -26,7 +26,7 @@ back and refuses what follows until the store has reloaded (`_commit_held`).
 
 The follower's whole interface:
 
-    store = await Store.open(path)
+    store = await Store.open(path, decoders=…)   # or indexer.index.open_store(path)
     tip = await store.tip()                      # None on a fresh database
     await store.apply_block(height, block)       # Block or raw block bytes
     await store.apply_block(height, block, hold=True)   # initial sync: batch the commits
@@ -99,7 +99,7 @@ class ChainTip:
 class AppliedBlock:
     height: int
     hash: bytes  # wire order
-    candidates: dict[str, int] = field(default_factory=dict)  # per decoder: prefilter hits
+    candidates: dict[str, int] = field(default_factory=dict)  # per decoder: selected candidates
     rows: dict[str, int] = field(default_factory=dict)  # per decoder: rows written
     already_applied: bool = False  # the same block was already stored at this height
 
