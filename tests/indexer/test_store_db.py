@@ -18,6 +18,7 @@ from indexer.store import CORE_MIGRATIONS, Migration, Store, migrate, open_reade
 from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.schema import check_migrations
 from indexer.store.sql import Sql
+from indexer.store.writer import Writer
 from protocols.cauldron.detect import SUMMON_HEAD
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump
 
@@ -187,6 +188,61 @@ async def test_a_plugged_in_decoder_gets_blocks_and_undo() -> None:
             assert mine == await dump(plain.conn)
         finally:
             await plain.close()
+    finally:
+        await store.close()
+
+
+class DeclaredOpReturns(Decoder[None, int]):
+    """The same count, declared with nothing but what the base class cannot know: its table,
+    selection rule, decoding and `undo_tables` (no `load`, `undo_to` or mempool methods)."""
+
+    name = "declared"
+    migrations: Sequence[Migration] = (
+        Migration(
+            "declared",
+            1,
+            "counts",
+            "CREATE TABLE declared (height INTEGER PRIMARY KEY REFERENCES blocks(height), "
+            "n INTEGER NOT NULL);",
+        ),
+    )
+    patterns: Sequence[bytes] = (b"\x6a",)
+    undo_tables = ("declared",)
+
+    async def prepare(
+        self, db: Writer, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], None]:
+        return txs, None
+
+    def decode(self, tx: BlockTx, state: None) -> Sequence[int]:
+        return [1 for o in tx.tx.outputs if o.locking[:1] == b"\x6a"]
+
+    async def write(self, db: Writer, block: BlockContext, rows: Sequence[int]) -> None:
+        db.submit_many((("INSERT INTO declared VALUES (?, ?)", [(block.height, sum(rows))]),))
+
+
+async def test_a_declared_decoder_gets_the_base_class_undo_and_mempool() -> None:
+    sc = build_chain(seed=42, n_blocks=8)
+    declared, counter = DeclaredOpReturns(), OpReturnCounter()
+    snap = PoolSnapshot()
+    store = await Store.open(
+        ":memory:", snapshot=snap, decoders=[*create_decoders(snapshot=snap), declared, counter]
+    )
+    try:
+        await apply_all(store, sc.blocks)
+        read = "SELECT height, n FROM {} ORDER BY height"
+        assert await store.conn.execute_fetchall(read.format("declared")) == list(
+            await store.conn.execute_fetchall(read.format("opreturns"))
+        )
+        await store.undo_to(5)
+        assert [h for h, _ in await store.conn.execute_fetchall(read.format("declared"))] == [
+            1,
+            2,
+            3,
+            4,
+            5,
+        ]
+        assert declared.mempool_txids() == ()
     finally:
         await store.close()
 
