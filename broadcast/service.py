@@ -10,7 +10,6 @@ and no majority rejected → BROADCAST_FAILED (outcome unknown, re-checked in th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from broadcast.errors import (
     PROTECTION_REJECTED,
     REJECTED,
     TRANSACTION_NOT_FOUND,
-    ApiError,
+    broadcast_error,
 )
 from broadcast.fanout import Broadcaster
 from broadcast.nodes import CLIENT_NAME, NodeLink
@@ -46,6 +45,7 @@ from broadcast.verdicts import Reason, node_message
 from indexer.electrum import ServerAddress
 from indexer.freshness import lag_of
 from indexer.tipwatch import TipWatch
+from runtime.tasks import cancel_and_wait
 from verify.libauth import AsyncLibauthVerifier
 
 log = logging.getLogger(__name__)
@@ -113,11 +113,7 @@ class BroadcastService:
         await asyncio.gather(*(link.connect() for link in self.links))
 
     async def close(self) -> None:
-        for task in (self._rechecker, self._warmup):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(t for t in (self._rechecker, self._warmup) if t is not None)
         if self._broadcaster is not None:
             await self._broadcaster.close()
         if self._store is not None:
@@ -194,7 +190,7 @@ class BroadcastService:
     async def status(self, txid: str) -> dict[str, Any]:
         record = await self.broadcaster.record(txid)
         if record is None:
-            raise ApiError(
+            raise broadcast_error(
                 TRANSACTION_NOT_FOUND,
                 f"no broadcast record for {txid} (never broadcast here, or expired)",
             )
@@ -207,7 +203,7 @@ class BroadcastService:
             if request.dry_run:
                 validation = malformed(f"not a transaction: {exc} (TX decode failed)")
                 return {"txid": None, "dry_run": True, "validation": validation.to_json()}
-            raise ApiError(BAD_REQUEST, f"not a valid transaction: {exc}") from None
+            raise broadcast_error(BAD_REQUEST, f"not a valid transaction: {exc}") from None
         rules = request.protection if request.protection is not None else self.config.protection
         if request.dry_run:
             await self._protect(tx, rules)
@@ -224,7 +220,7 @@ class BroadcastService:
         try:
             infos = await self.source.spent_outputs([i.outpoint for i in tx.inputs])
         except SourceUnavailable as exc:
-            raise ApiError(
+            raise broadcast_error(
                 BROADCAST_FAILED,
                 f"protection needs the outputs this transaction spends, and no node could be "
                 f"asked: {exc}",
@@ -233,7 +229,7 @@ class BroadcastService:
         missing = [i for i, info in enumerate(infos) if info.output is None]
         if missing:
             violation = inputs_unknown(tx, missing, rules)
-            raise ApiError(
+            raise broadcast_error(
                 PROTECTION_REJECTED,
                 violation.message,
                 violation.details,
@@ -244,7 +240,9 @@ class BroadcastService:
         if violations:
             first = violations[0]
             details = {**first.details, "violations": [v.reason for v in violations]}
-            raise ApiError(PROTECTION_REJECTED, first.message, details, {"txid": tx.txid_hex})
+            raise broadcast_error(
+                PROTECTION_REJECTED, first.message, details, {"txid": tx.txid_hex}
+            )
 
     async def _dry_run(self, tx: Transaction, with_diagnosis: bool) -> dict[str, Any]:
         try:
@@ -252,7 +250,7 @@ class BroadcastService:
                 tx, self.view, verifier=self.verifier, vm_year=self.config.vm_year
             )
         except SourceUnavailable as exc:
-            raise ApiError(
+            raise broadcast_error(
                 BROADCAST_FAILED,
                 f"the dry run needs the nodes, and none could be asked: {exc}",
                 extra={"txid": tx.txid_hex, "dry_run": True},
@@ -321,7 +319,7 @@ class BroadcastService:
             record = await self.broadcaster.complete(record.txid) or record
             found = await diagnose(tx, record, self.source, self.links)
             extra["diagnosis"] = found.to_json()
-        raise ApiError(code, message, details, extra)
+        raise broadcast_error(code, message, details, extra)
 
 
 def _one_line(message: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import signal
 import sys
@@ -36,6 +35,7 @@ from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 from router.service import DEFAULT_PORT, start_router
 from runtime.logs import configure_logging
+from runtime.tasks import cancel_and_wait
 from runtime.usage import EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -254,9 +254,7 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
     finally:
         if server is not None:
             await server.close()
-        indexer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await indexer
+        await cancel_and_wait([indexer])
         await tips.close()
         for sig in signals:
             loop.remove_signal_handler(sig)

@@ -28,7 +28,6 @@ no thread hand-off, and every request sees one consistent book.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -58,6 +57,7 @@ from router.metrics import RouterMetrics
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.quotes import quote
 from router.subscriptions import Kind, Subscriptions, canonical_params
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("router.daemon")
 
@@ -250,6 +250,7 @@ class RouterDaemon:
             )
 
     async def stop_watching(self) -> None:
+<<<<<<< HEAD
         tasks = (self._watch_task, self._freshness_task)
         self._watch_task = self._freshness_task = None
         for task in tasks:
@@ -282,6 +283,11 @@ class RouterDaemon:
             log.info("the snapshot is fresh again", extra={"lag": lag.to_json()})
             self.subscriptions.push_all()
         self.stale = stale
+=======
+        task, self._watch_task = self._watch_task, None
+        if task is not None:
+            await cancel_and_wait([task])
+>>>>>>> layers
 
     async def _watch(self) -> None:
         """Coalesced snapshot changes → re-route the subscriptions on the changed tokens."""
@@ -332,9 +338,7 @@ class RouterDaemon:
         finally:
             self.sessions.pop(ws, None)
             self.subscriptions.remove_all(session.subs)
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
-                await writer
+            await cancel_and_wait([writer])
 
     def health(self) -> dict[str, Any]:
         """`GET /health`: `ok`, or `stale` while requests get `stale_snapshot` (docs/router.md)."""

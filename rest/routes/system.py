@@ -11,9 +11,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from rest.declare import Endpoint, NoArgs
-from rest.errors import JSON_TYPE
 from rest.openapi import docs_html, spec_bytes
 from rest.routes.common import context
+from runtime.errors import JSON_TYPE
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Parsing only (an unknown parameter is a 400): its operation is written in `rest.spec`, as

@@ -18,8 +18,8 @@ from websockets.asyncio.client import connect
 from bch.wallet import Wallet
 from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
+from indexer.index import open_store
 from indexer.network import index_prefix
-from indexer.store import Store
 from indexer.tipwatch import TipWatch
 from rest.config import RestConfig
 from rest.context import ApiContext
@@ -63,7 +63,7 @@ async def test_follower_indexes_the_genesis_block_and_follows(
     """The genesis coinbase cannot be fetched from a node, yet block 0 is part of the index
     (it anchors the index to the network), applied without transactions."""
     client = ElectrumClient([nodes.electrum_url], retries=0)
-    store = await Store.open(tmp_path / "index.sqlite")
+    store = await open_store(tmp_path / "index.sqlite")
     try:
         follower = Follower(client, store, mempool=False)
         result = await follower.sync()

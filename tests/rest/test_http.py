@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from indexer.store import Store
+from indexer.index import open_store
 from rest.app import create_app
 from rest.tokens import TokenMetadata
 from tests.metrics_text import sample
@@ -170,7 +170,7 @@ async def test_database_missing_is_503_and_health_says_so(tmp_path: Path, world:
 
 async def test_empty_index_is_503_not_synced(tmp_path: Path, world: World) -> None:
     db = tmp_path / "empty.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await store.close()
     async with api_client(world.config(db_path=db)) as c:
         r = await c.get("/dex/volume")

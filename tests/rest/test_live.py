@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from indexer.store import Store
+from indexer.index import open_store
 from rest.config import RestConfig
 from tests.indexer.test_store_scenario import CATEGORIES, Scenario, apply_all, rev
 from tests.metrics_text import sample
@@ -65,7 +65,7 @@ async def test_new_blocks_and_a_reorg(tmp_path: Path) -> None:
         branch.next_block(actions=6)
 
     db = tmp_path / "live.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await apply_all(store, main.blocks[:14])
     clock = {"now": main.blocks[13].time + 60}
     config = RestConfig(
@@ -125,7 +125,7 @@ async def test_the_warmer_prepares_series_and_token_list(tmp_path: Path) -> None
     for _ in range(12):
         sc.next_block(actions=6)
     db = tmp_path / "warm.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await apply_all(store, sc.blocks)
     await store.close()
     traded = {r[1] for r in sc.ledger.rows["cauldron_trades"]}
