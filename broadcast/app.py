@@ -38,8 +38,8 @@ from broadcast.metrics import BroadcastMetrics, RequestMetrics
 from broadcast.request import JSON_TYPE, check_content_type, check_txid, parse_request
 from broadcast.service import BroadcastService
 from runtime.catchall import CatchAll
-from runtime.metrics import CONTENT_TYPE
 from runtime.errors import ApiError
+from runtime.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 

@@ -250,14 +250,9 @@ class RouterDaemon:
             )
 
     async def stop_watching(self) -> None:
-<<<<<<< HEAD
-        tasks = (self._watch_task, self._freshness_task)
+        tasks = [t for t in (self._watch_task, self._freshness_task) if t is not None]
         self._watch_task = self._freshness_task = None
-        for task in tasks:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(tasks)
 
     async def _watch_freshness(self) -> None:
         while True:
@@ -283,11 +278,6 @@ class RouterDaemon:
             log.info("the snapshot is fresh again", extra={"lag": lag.to_json()})
             self.subscriptions.push_all()
         self.stale = stale
-=======
-        task, self._watch_task = self._watch_task, None
-        if task is not None:
-            await cancel_and_wait([task])
->>>>>>> layers
 
     async def _watch(self) -> None:
         """Coalesced snapshot changes → re-route the subscriptions on the changed tokens."""

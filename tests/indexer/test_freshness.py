@@ -10,7 +10,7 @@ import aiosqlite
 
 from indexer.electrum import HeaderNotice, ServerAddress
 from indexer.freshness import Bound, Heard, lag_of
-from indexer.store import Store
+from indexer.index import open_store
 from indexer.store.heard import DEAD_AFTER, read_heard, write_heard
 from indexer.tipwatch import TipWatch
 
@@ -49,7 +49,7 @@ def test_nothing_ever_heard_is_stale_once_the_servers_are_away_long_enough() -> 
 
 async def test_the_tips_heard_round_trip_through_the_index(tmp_path: Path) -> None:
     path = tmp_path / "index.sqlite"
-    store = await Store.open(path)  # migrates, `heard` #1 included
+    store = await open_store(path)  # migrates, `heard` #1 included
     await store.close()
     state = heard((7, 10.0), (8, 20.0), offline=None)
     async with aiosqlite.connect(path, isolation_level=None) as conn:

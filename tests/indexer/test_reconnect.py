@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from indexer.electrum import Backoff, ElectrumClient
 from indexer.electrum.health import MAX_RECONNECT_DELAY
 from indexer.follow import Follower
-from indexer.store import Store
+from indexer.index import open_store
 from indexer.tipwatch import TipWatch
 from tests.indexer.electrum_servers import running_devnet, set_down
 from tests.indexer.test_follower_support import at_tip, urls, wait_until
@@ -33,7 +33,7 @@ def test_the_default_backoff_never_waits_past_the_cap(failures: int, seed: int) 
 async def test_a_returning_server_is_used_within_two_seconds(tmp_path: Path) -> None:
     async with running_devnet() as net:
         client = ElectrumClient(urls(net), client_name="reconnect-test")
-        store = await Store.open(tmp_path / "index.sqlite")
+        store = await open_store(tmp_path / "index.sqlite")
         follower = Follower(client, store, start_height=0)  # production delays and backoff
         watch = TipWatch(urls(net))
         await watch.start()
