@@ -32,6 +32,9 @@ from indexer.follow.source_electrum import ElectrumSource
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
+from indexer.store.heard import persist_heard
+from indexer.tipwatch import TipWatch
+from indexer.tipwatch_node import NodeTipWatch
 from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
@@ -105,9 +108,20 @@ class IndexerConfig:
         servers."""
         if self.bitcoind is None:
             return ElectrumSource(self.client())
+        return BitcoindSource(self._node_client(self.rpc_connections), zmq=self.zmq)
+
+    def tip_watch(self) -> TipWatch:
+        """The best tip heard of, from every configured server (the node, when it is the
+        source)."""
+        if self.bitcoind is not None:
+            return NodeTipWatch(self._node_client(1))
+        ctx = ssl_context(verify=False) if self.insecure_tls else None
+        return TipWatch(self.electrum, ssl_ctx=ctx)
+
+    def _node_client(self, connections: int) -> BitcoindClient:
+        assert self.bitcoind is not None
         address = RpcAddress.parse(self.bitcoind, cookie=self.rpc_cookie)
-        client = BitcoindClient(address, connections=self.rpc_connections)
-        return BitcoindSource(client, zmq=self.zmq)
+        return BitcoindClient(address, connections=connections)
 
 
 async def run_indexer(
@@ -116,13 +130,16 @@ async def run_indexer(
     ready: asyncio.Event | None = None,
     snapshot: PoolSnapshot | None = None,
     fetched: asyncio.Event | None = None,
+    tips: TipWatch | None = None,
     source: ChainSource | None = None,
 ) -> None:
     """Index until cancelled (or, with `exit_at_tip`, until synced). `ready` is set once the
     initial sync and the first mempool refresh are done; `snapshot` is the live pool snapshot
     to keep up to date (default: a private one); `fetched` is set once the registry job's first
-    round (after the initial sync) is over. `source`: the chain source to read (default:
-    `config.source()`, closed on return; one given stays the caller's to close)."""
+    round (after the initial sync) is over. `tips` hears the best chain tip from every server
+    (default: a private watch); what it hears is written to the index for other processes
+    (`indexer.store.heard`). `source`: the chain source to read (default: `config.source()`,
+    closed on return; one given stays the caller's to close)."""
     if config.db != ":memory:":
         Path(config.db).parent.mkdir(parents=True, exist_ok=True)
     snapshot = snapshot if snapshot is not None else PoolSnapshot()
@@ -131,6 +148,11 @@ async def run_indexer(
     owned = source is None
     chain = config.source() if source is None else source
     synced = ready if ready is not None else asyncio.Event()
+    watch = tips if tips is not None else config.tip_watch()
+    await watch.start()
+    background: list[asyncio.Task[None]] = []
+    if config.db != ":memory:":
+        background.append(asyncio.create_task(persist_heard(config.db, watch.heard, watch.changed)))
     job = None
     if config.registry_fetch and config.db != ":memory:" and not config.exit_at_tip:
         job = asyncio.create_task(_fetch_registries(config, synced, fetched))
@@ -150,7 +172,10 @@ async def run_indexer(
         await follower.run(ready=synced, exit_at_tip=config.exit_at_tip)
     finally:
         if job is not None:
-            await cancel_and_wait([job])
+            background.append(job)
+        await cancel_and_wait(background)
+        if tips is None:
+            await watch.close()
         if owned:
             with contextlib.suppress(Exception):
                 await chain.close()
@@ -235,10 +260,14 @@ async def start_indexer(ctx: UpContext, options: UpConfig) -> Started | None:
     snapshot = ctx.snapshot if isinstance(ctx.snapshot, PoolSnapshot) else PoolSnapshot()
     config = up_config(ctx, options, db)
     ready, fetched = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched))
+    tips = ctx.tips = config.tip_watch()
+    task = asyncio.create_task(
+        run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched, tips=tips)
+    )
 
     async def stop() -> None:
         await cancel_and_wait([task])
+        await tips.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 

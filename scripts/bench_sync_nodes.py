@@ -53,8 +53,8 @@ from indexer.electrum import ElectrumClient
 from indexer.follow import BitcoindSource, BlockPipeline, ChainSource, ElectrumSource, Follower
 from indexer.follow.chain import HOLD_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
-from indexer.store import Store
 from tests.indexer.electrum_servers import RecordingProxy
 from tests.realnode.cauldron import Traffic
 from tests.realnode.nodes import RealNodes, find_binaries, real_nodes
@@ -139,7 +139,7 @@ async def store_only(nodes: RealNodes, start: int, tip: int) -> Run:
     finally:
         await source.close()
     with tempfile.TemporaryDirectory(prefix="ladle-bench-sync-") as scratch:
-        store = await Store.open(Path(scratch) / "index.sqlite", snapshot=PoolSnapshot())
+        store = await open_store(Path(scratch) / "index.sqlite", snapshot=PoolSnapshot())
         try:
             began = time.perf_counter()
             for i, fetched in enumerate(blocks):
@@ -155,7 +155,7 @@ async def store_only(nodes: RealNodes, start: int, tip: int) -> Run:
 
 async def sync(name: str, source: ChainSource, start: int, window: int) -> Run:
     with tempfile.TemporaryDirectory(prefix="ladle-bench-sync-") as scratch:
-        store = await Store.open(Path(scratch) / "index.sqlite", snapshot=PoolSnapshot())
+        store = await open_store(Path(scratch) / "index.sqlite", snapshot=PoolSnapshot())
         txs = 0
 
         def on_block(_: object, fetched: Any) -> None:

@@ -234,6 +234,7 @@ SURFACES: dict[str, list[str] | None] = {
     "broadcast": [],
     "devnet": [],
     "devnet.electrum": [],
+    "devnet.realnode": [],
     "devnet.scenario": [
         "Ledger",
         "PRESETS",
@@ -249,9 +250,9 @@ SURFACES: dict[str, list[str] | None] = {
 COMMANDS: dict[str, list[str]] = {
     "ladle": ["-h/--help"],
     "ladle tx": ["-h/--help"],
-    "ladle tx decode": ["-h/--help", "hex", "--prefix"],
+    "ladle tx decode": ["-h/--help", "hex", "--prefix", "--config"],
     "ladle pool": ["-h/--help"],
-    "ladle pool address": ["-h/--help", "pkh", "--prefix"],
+    "ladle pool address": ["-h/--help", "pkh", "--prefix", "--config"],
     "ladle devnet": [
         "-h/--help",
         "--nodes",
@@ -259,6 +260,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -274,6 +277,7 @@ COMMANDS: dict[str, list[str]] = {
         "--start-time",
         "--verify-scenario",
         "--ledger",
+        "--config",
     ],
     "ladle up": [
         "-h/--help",
@@ -282,6 +286,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -304,6 +310,7 @@ COMMANDS: dict[str, list[str]] = {
         "--no-registry-fetch",
         "--broadcast-port",
         "--broadcast-db",
+        "--config",
     ],
     "ladle index": [
         "-h/--help",
@@ -328,6 +335,7 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle rest": [
         "-h/--help",
@@ -344,6 +352,7 @@ COMMANDS: dict[str, list[str]] = {
         "--broadcast-url",
         "--electrum-ws",
         "--network-label",
+        "--config",
     ],
     "ladle route": [
         "-h/--help",
@@ -355,6 +364,7 @@ COMMANDS: dict[str, list[str]] = {
         "--amount",
         "--side",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle build": [
         "-h/--help",
@@ -363,6 +373,7 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-address",
         "--request",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle router": [
         "-h/--help",
@@ -373,6 +384,8 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-per-byte",
         "--max-connections",
         "--rate",
+        "--max-lag-blocks",
+        "--max-lag-seconds",
         "--electrum",
         "--bitcoind-rpc",
         "--rpc-cookie",
@@ -394,18 +407,20 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle broadcast": [
         "-h/--help",
         "--host",
         "--port",
         "--node",
-        "--config",
+        "--settings",
         "--db",
         "--timeout",
         "--record-ttl",
         "--recheck-interval",
         "--no-verify",
+        "--config",
     ],
 }
 

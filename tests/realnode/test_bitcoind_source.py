@@ -27,6 +27,7 @@ from indexer.bitcoind import BitcoindClient, HeightOutOfRange, RpcAddress, RpcEr
 from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
 from indexer.follow.source_bitcoind import BitcoindSource
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from tests.indexer.test_store_scenario import Rows, dump
@@ -80,7 +81,7 @@ def node_source(nodes: RealNodes, *, zmq: bool = False) -> BitcoindSource:
 async def index(
     source: BitcoindSource | ElectrumClient, path: Path, **settings: Any
 ) -> AsyncIterator[tuple[Follower, Store]]:
-    store = await Store.open(path, snapshot=PoolSnapshot())
+    store = await open_store(path, snapshot=PoolSnapshot())
     try:
         yield Follower(source, store, **settings), store
     finally:
