@@ -28,6 +28,7 @@ from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
 from indexer.follow.source_bitcoind import BitcoindSource
 from indexer.index import open_store
+from indexer.service import IndexerConfig
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from tests.indexer.test_store_scenario import Rows, dump
@@ -327,3 +328,20 @@ async def test_a_login_by_cookie(nodes: RealNodes, tmp_path: Path) -> None:
             await client.close()
     finally:
         node.stop()
+
+
+async def test_the_tip_watch_hears_the_node(nodes: RealNodes) -> None:
+    """With the node as source, the best tip heard (`/health` freshness, the router's
+    staleness) is the node's."""
+    watch = IndexerConfig(bitcoind=nodes.bitcoind.rpc_url).tip_watch()
+    await watch.start()
+    try:
+        height = nodes.bitcoind.rpc("getblockcount")
+        await wait_for("the tip", lambda: watch.heard().best_height == height)
+        (block,) = nodes.bitcoind.mine(1)
+        await wait_for("the next tip", lambda: watch.heard().best_height == height + 1)
+        heard = watch.heard()
+        assert heard.tips[height + 1][0] == block
+        assert (heard.servers, heard.connected, heard.offline_since) == (1, 1, None)
+    finally:
+        await watch.close()
