@@ -87,7 +87,7 @@ class Bitcoind:
     p2p_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     version: str = ""
-    zmq_port: int | None = None  # hashblock notifications, when the build has ZMQ
+    zmq_port: int | None = None  # hashblock and rawtx pushes, when the build has ZMQ
 
     def start(self) -> None:
         self.datadir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +120,7 @@ class Bitcoind:
         ]
         if self.zmq_port is not None:
             args.append(f"-zmqpubhashblock=tcp://127.0.0.1:{self.zmq_port}")
+            args.append(f"-zmqpubrawtx=tcp://127.0.0.1:{self.zmq_port}")
         log = (self.datadir / "stdout.log").open("wb")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_TIMEOUT
@@ -159,6 +160,41 @@ class Bitcoind:
         if reply.get("error"):
             raise RpcError(int(reply["error"]["code"]), str(reply["error"]["message"]))
         return reply["result"]
+
+    def rpc_batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
+        """Each call's result, in order, from one JSON-RPC batch; RpcError on the first error."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.rpc_port, timeout=120)
+        try:
+            auth = base64.b64encode(f"{RPC_USER}:{RPC_PASSWORD}".encode()).decode()
+            body = orjson.dumps(
+                [
+                    {"jsonrpc": "1.0", "id": i, "method": m, "params": p}
+                    for i, (m, p) in enumerate(calls)
+                ]
+            )
+            conn.request(
+                "POST",
+                "/",
+                body,
+                {"Authorization": f"Basic {auth}", "Content-Type": "application/json"},
+            )
+            replies = sorted(orjson.loads(conn.getresponse().read()), key=lambda r: r["id"])
+        finally:
+            conn.close()
+        for reply in replies:
+            if reply.get("error"):
+                raise RpcError(int(reply["error"]["code"]), str(reply["error"]["message"]))
+        return [reply["result"] for reply in replies]
+
+    @property
+    def rpc_url(self) -> str:
+        """The node's JSON-RPC as `ladle index --bitcoind-rpc` takes it."""
+        return f"http://{RPC_USER}:{RPC_PASSWORD}@127.0.0.1:{self.rpc_port}"
+
+    @property
+    def zmq_url(self) -> str | None:
+        """Where the node publishes `hashblock` and `rawtx` (None: a build without ZMQ)."""
+        return None if self.zmq_port is None else f"tcp://127.0.0.1:{self.zmq_port}"
 
     def mine(self, blocks: int, address: str = MINER.address) -> list[str]:
         hashes: list[str] = self.rpc("generatetoaddress", blocks, address)
