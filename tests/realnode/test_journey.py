@@ -188,12 +188,13 @@ async def test_journey_from_pool_to_reorg(nodes: RealNodes, tmp_path: Path) -> N
         # A dry run of another build, once the router trades on the pool as the mempool trade
         # left it (before that, the node answers txn-mempool-conflict): the node's
         # testmempoolaccept finds it valid; nothing is sent.
+        other = trade
+
         async def after_the_trade() -> bool:
             nonlocal other
             other, _ = await build_and_sign(ws, token, second)
             return other.inputs[0].outpoint.txid_hex == trade.txid_hex
 
-        other = trade
         await until("the router trading on the unconfirmed pool", after_the_trade)
         dry = await bcast.post("/broadcast", json={"tx": other.hex(), "dry_run": True})
         validation = dry.json()["validation"]
