@@ -114,9 +114,15 @@ def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
         options["recheck_interval"] = args.recheck_interval
     if args.no_verify:
         options["verify_scripts"] = False
-    nodes = [parse_node_spec(spec, args.timeout) for spec in args.node] + [
+    electrum = [parse_node_spec(spec, args.timeout) for spec in args.node]
+    bitcoind = [
         parse_node_spec(spec, args.timeout, cookie=args.rpc_cookie) for spec in args.bitcoind_rpc
     ]
+    if any(n.is_bitcoind for n in electrum):
+        raise ValueError("--node takes an Electrum server; a BCHN node's RPC is --bitcoind-rpc")
+    if not all(n.is_bitcoind for n in bitcoind):
+        raise ValueError("--bitcoind-rpc takes a BCHN node's http:// RPC URL")
+    nodes = electrum + bitcoind
     if args.rpc_cookie and not args.bitcoind_rpc:
         raise ValueError("--rpc-cookie is the login of a node: give --bitcoind-rpc URL")
     if args.config:

@@ -116,7 +116,8 @@ BCHN_TEST = [
     ("66: min relay fee not met", Reason.FEE),
     ("16: bad-txns-in-belowout", Reason.INVALID),
     (
-        "16: mandatory-script-verify-flag-failed (Signature must be zero for failed CHECK(MULTI)SIG operation)",
+        "16: mandatory-script-verify-flag-failed (Signature must be zero for failed "
+        "CHECK(MULTI)SIG operation)",
         Reason.INVALID,
     ),
     ("64: non-mandatory-script-verify-flag (Non-canonical DER signature)", Reason.NONSTANDARD),
