@@ -33,7 +33,7 @@ def test_the_node_overrules_our_checks_either_way() -> None:
         Reason.CONFLICT,
         "failed",
     )
-    assert refused.to_json()["node"]["reject_reason"] == "18: txn-mempool-conflict"
+    assert refused.node is not None and refused.node.message == "18: txn-mempool-conflict"
     assert "18: txn-mempool-conflict" in refused.message
 
 
@@ -45,4 +45,4 @@ def test_already_known_to_the_node_is_valid() -> None:
         out = with_node_verdict(OURS_VALID, node_said(reason))
         assert (out.valid, out.checks["node"]) == (True, "already known")
         assert f"{NODE}'s {where}" in out.message
-        assert out.to_json()["node"]["allowed"] is False  # the node's own flag, verbatim
+        assert out.node is not None and out.node.allowed is False  # the node's own flag
