@@ -94,7 +94,7 @@ def with_node_verdict(ours: Validation, node: MempoolVerdict) -> Validation:
         return replace(ours, valid=True, message=message, reason=None, checks=checks, node=node)
     if found.outcome is Outcome.ACCEPTED:
         where = "block chain" if found.confirmed else "mempool"
-        checks["node"] = "already known"
+        checks["node"] = "passed"
         message = (
             f"the transaction is already in {node.node}'s {where} ({node.message}): "
             "broadcasting it again is harmless"

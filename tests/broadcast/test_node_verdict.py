@@ -43,6 +43,6 @@ def test_already_known_to_the_node_is_valid() -> None:
         ("18: txn-already-known", "block chain"),
     ):
         out = with_node_verdict(OURS_VALID, node_said(reason))
-        assert (out.valid, out.checks["node"]) == (True, "already known")
+        assert (out.valid, out.checks["node"]) == (True, "passed")
         assert f"{NODE}'s {where}" in out.message
         assert out.node is not None and out.node.allowed is False  # the node's own flag
