@@ -23,9 +23,9 @@ import httpx
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
-from bch.token import TokenData
-from bch.tx import Transaction, TxOutput
+from bch.tx import Transaction
 from bch.wallet import Wallet
+from tests.conformance.client import sign
 from tests.realnode.cauldron import Coin, Traffic
 from tests.realnode.coins import fund
 from tests.realnode.nodes import RPC_PASSWORD, RPC_USER, RealNodes
@@ -99,16 +99,7 @@ async def build_and_sign(
             "change_addr": TRADER.address,
         },
     )
-    tx = Transaction.from_hex(result["unsigned_tx_hex"])
-    sources = [
-        TxOutput(
-            int(entry["value"]),
-            bytes.fromhex(entry["locking_script_hex"]),
-            TokenData.from_json(entry["token"]) if entry.get("token") else None,
-        )
-        for entry in result["source_outputs"]
-    ]
-    return TRADER.sign_transaction(tx, sources, result["inputs_to_sign"]), result
+    return sign(result, TRADER.key.to_wif(testnet=True)), result
 
 
 async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
