@@ -145,7 +145,7 @@ def check_inputs(tx: Transaction, inputs: Sequence[SpentOutput]) -> None:
                 "inputs",
                 Reason.MISSING_INPUTS,
                 f"input {i} spends {info.outpoint}, which does not exist: no node asked knows "
-                "that output (bad-txns-inputs-missingorspent)",
+                "that output (missing-inputs)",
             )
         if info.unspent is False:
             where = (
@@ -157,7 +157,7 @@ def check_inputs(tx: Transaction, inputs: Sequence[SpentOutput]) -> None:
                 "inputs",
                 Reason.MISSING_INPUTS,
                 f"input {i} spends {info.outpoint}, which was already spent{where} "
-                "(bad-txns-inputs-missingorspent)",
+                "(missing-inputs)",
             )
 
 
