@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from bch.encoding import DecodeError
 from bch.tx import OutPoint, Transaction, TxOutput
 from broadcast.config import NodeConfig
 from broadcast.nodes import NodeUnavailable
@@ -147,11 +148,16 @@ class BitcoindTarget:
         block = tx.get("blockhash") if isinstance(tx, dict) else None
         if not isinstance(block, str):
             return 0  # entered the mempool between the two calls
-        header = await self.ask("getblockheader", block, True)
+        return await self.block_height(block)
+
+    async def block_height(self, block_hash: str) -> int | None:
+        """The height of a block of the node's best chain; None for one reorganised away
+        (BCHN reports its confirmations as -1)."""
+        header = await self.ask("getblockheader", block_hash, True)
         if not isinstance(header, dict) or not isinstance(header.get("height"), int):
             raise NodeUnavailable(f"{self.name}: getblockheader answered {header!r}")
         if int(header.get("confirmations", 0)) < 0:
-            return None  # the block was reorganised away
+            return None
         return int(header["height"])
 
     async def tip_height(self) -> int:
@@ -217,14 +223,15 @@ async def _lookup(target: BitcoindTarget, outpoints: Sequence[OutPoint]) -> list
                 parents[txid] = None
                 continue
             raise NodeUnavailable(f"{target.name}: {exc}") from None
-        tx = Transaction.from_hex(str(found["hex"]))
-        if tx.txid_hex != txid:
+        try:
+            tx = Transaction.from_hex(str(found["hex"]))
+        except (TypeError, KeyError, ValueError, DecodeError):
+            tx = None
+        if tx is None or tx.txid_hex != txid:
             raise NodeUnavailable(f"{target.name}: sent a transaction that is not {txid}")
-        height = None
-        if isinstance(found.get("blockhash"), str):
-            header = await target.ask("getblockheader", found["blockhash"])
-            height = int(header["height"])
-        parents[txid] = (tx, height if height is not None else 0)
+        block = found.get("blockhash")
+        height = await target.block_height(block) if isinstance(block, str) else 0
+        parents[txid] = (tx, height)
     out = []
     for op in outpoints:
         parent = parents.get(op.txid_hex)
