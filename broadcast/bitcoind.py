@@ -33,13 +33,8 @@ from broadcast.verdicts import (
     classify_message,
     classify_rpc_error,
 )
-from indexer.bitcoind import (
-    BitcoindClientError,
-    BitcoindRpc,
-    RpcAddress,
-    RpcError,
-    UnknownTransaction,
-)
+from indexer.bitcoind.errors import BitcoindClientError, RpcError, UnknownTransaction
+from indexer.bitcoind.rpc import BitcoindRpc, RpcAddress
 
 T = TypeVar("T")
 RPC_CONNECTIONS = 2  # a broadcast and a re-check at once; the node's queue is shared

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from broadcast.protection import Protection
-from indexer.bitcoind import RpcAddress
+from indexer.bitcoind.rpc import RpcAddress
 from indexer.electrum import ServerAddress
 
 DEFAULT_TIMEOUT = 10.0  # seconds a node may take to answer a broadcast

@@ -1,4 +1,4 @@
-"""BCHN (Bitcoin Cash Node) over its JSON-RPC: `BitcoindRpc` (HTTP/1.1, login by user and
+"""BCHN (Bitcoin Cash Node) over its JSON-RPC: `rpc.BitcoindRpc` (HTTP/1.1, login by user and
 password or cookie file, `RpcAddress`) and the errors it raises."""
 
 from indexer.bitcoind.errors import (
@@ -12,11 +12,10 @@ from indexer.bitcoind.errors import (
     UnknownBlock,
     UnknownTransaction,
 )
-from indexer.bitcoind.rpc import BitcoindRpc, RpcAddress
+from indexer.bitcoind.rpc import RpcAddress
 
 __all__ = [
     "BitcoindClientError",
-    "BitcoindRpc",
     "HeightOutOfRange",
     "RpcAddress",
     "RpcBusy",

@@ -174,6 +174,7 @@ class BitcoindRpc:
         self.retries = retries
         self.retry_delay = retry_delay
         self.requests = 0  # HTTP requests sent (a batch is one)
+        self.calls = 0  # JSON-RPC calls sent (each of a batch counts)
         self._gate = asyncio.Semaphore(connections)
         self._idle: list[_Http] = []
         self._auth: str | None = None
@@ -191,6 +192,7 @@ class BitcoindRpc:
     async def call(self, method: str, *params: Any, timeout: float | None = None) -> Any:
         """The result of `method(*params)`; RpcError (or a subclass) when the node refuses."""
         body = orjson.dumps({"jsonrpc": "1.0", "id": 0, "method": method, "params": params})
+        self.calls += 1
         reply = await self._post(body, timeout)
         if not isinstance(reply, dict):
             raise RpcProtocolError(f"{method}: the answer is not a JSON-RPC object")
@@ -209,6 +211,7 @@ class BitcoindRpc:
                 for i, (m, p) in enumerate(calls)
             ]
         )
+        self.calls += len(calls)
         reply = await self._post(body, timeout)
         if not isinstance(reply, list) or len(reply) != len(calls):
             raise RpcProtocolError("a batch answer is not one reply per call")

@@ -98,7 +98,6 @@ SURFACES: dict[str, list[str] | None] = {
     "indexer": [],
     "indexer.bitcoind": [
         "BitcoindClientError",
-        "BitcoindRpc",
         "HeightOutOfRange",
         "RpcAddress",
         "RpcBusy",

@@ -68,7 +68,22 @@ class Traffic:
         assert output.locking == self.wallet.locking_bytecode
         return Coin(OutPoint.from_hex(coinbase["txid"], 0), output)
 
+    def open_pools(self, count: int) -> tuple[list[Pool], Coin]:
+        """A coinbase mined to the wallet and matured (101 blocks), then `count` pools of the
+        wallet created from it and sent (not mined); the change left."""
+        height = int(self.node.rpc("getblockcount")) + 1
+        self.node.mine(1, self.wallet.address)
+        self.node.mine(100)
+        coin = self.coinbase(height)
+        pools = []
+        for _ in range(count):
+            pool, coin = self.create_pool(coin)
+            pools.append(pool)
+        self.send()
+        return pools, coin
+
     def _signed(self, tx: Transaction, spent: list[TxOutput]) -> Transaction:
+
         signed = self.wallet.sign_transaction(tx, spent)
         self.unsent.append(signed)
         return signed
@@ -111,6 +126,13 @@ class Traffic:
             Pool(pool.owner_pkh, OutPoint(tx.txid, 0), continuation),
             Coin(OutPoint(tx.txid, 2), change),
         )
+
+    def pay(self, coin: Coin, to: bytes, value: int = 10_000) -> Coin:
+        """A plain payment of `value` to the locking bytecode `to` from `coin`; the change."""
+        change = TxOutput(coin.output.value - value - FEE, self.wallet.locking_bytecode)
+        unsigned = Transaction.build([TxInput(coin.outpoint)], [TxOutput(value, to), change])
+        tx = self._signed(unsigned, [coin.output])
+        return Coin(OutPoint(tx.txid, 1), change)
 
     def send(self) -> list[str]:
         """Send every transaction built since the last call, in order; their txids."""
