@@ -38,6 +38,7 @@ from indexer.bitcoind.rpc import BitcoindRpc, RpcAddress
 
 T = TypeVar("T")
 RPC_CONNECTIONS = 2  # a broadcast and a re-check at once; the node's queue is shared
+RPC_RETRIES = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +63,12 @@ class BitcoindTarget:
         self.weight = config.weight
         self.timeout = config.timeout
         address = RpcAddress.parse(config.url, cookie=config.cookie or None)
-        # No retries: a broadcast that timed out is re-checked, not re-sent blindly.
+        # One retry, on a fresh connection: BCHN closes a keep-alive connection idle for
+        # -rpcservertimeout (30 s) and the client learns it only by the next request failing.
+        # Sending a transaction again is harmless (a node that has it answers its txid); the
+        # node's timeout bounds both attempts together (`call`).
         self.rpc = BitcoindRpc(
-            address, connections=RPC_CONNECTIONS, timeout=config.timeout, retries=0
+            address, connections=RPC_CONNECTIONS, timeout=config.timeout, retries=RPC_RETRIES
         )
 
     def __repr__(self) -> str:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,13 @@ import pytest
 
 from bch.wallet import Wallet
 from broadcast.app import create_app
+from broadcast.bitcoind import BitcoindTarget
 from broadcast.config import BroadcastConfig, NodeConfig
 from broadcast.service import BroadcastService
+from broadcast.verdicts import Outcome, Reason
 from tests.realnode.cauldron import Coin
 from tests.realnode.coins import fund, pay
-from tests.realnode.nodes import RPC_PASSWORD, RPC_USER, RealNodes
+from tests.realnode.nodes import RPC_PASSWORD, RPC_USER, Bitcoind, RealNodes, find_binaries
 
 CAROL = Wallet.from_seed("ladle real-node tier carol", prefix="bchreg")
 DAVE = Wallet.from_seed("ladle real-node tier dave", prefix="bchreg")
@@ -149,3 +152,28 @@ async def test_node_only_service_with_a_cookie_file_follows_the_confirmation(
             "missing_inputs",
             "missing-inputs",
         ), spent
+
+
+async def test_a_connection_the_node_closed_when_idle_is_opened_again(
+    nodes: RealNodes, tmp_path: Path
+) -> None:
+    """BCHN closes a keep-alive connection idle for -rpcservertimeout (30 s by default; 1 s
+    here), and the client finds out only when its next request fails: the broadcast after a
+    quiet spell must still reach the node."""
+    binaries, _ = find_binaries()
+    assert binaries is not None  # the session fixture found them
+    quiet = Bitcoind(binaries.bitcoind, tmp_path / "quiet")
+    quiet.datadir.mkdir(parents=True)
+    (quiet.datadir / "bitcoin.conf").write_text("rpcservertimeout=1\n")
+    quiet.start()
+    url = f"http://{RPC_USER}:{RPC_PASSWORD}@127.0.0.1:{quiet.rpc_port}"
+    target = BitcoindTarget(NodeConfig(url))
+    try:
+        assert await target.connect()
+        await asyncio.sleep(2)  # past the node's idle limit: it has closed the connection
+        verdict = await target.send("00", "00" * 32)
+        assert (verdict.outcome, verdict.reason) == (Outcome.REJECTED, Reason.MALFORMED), verdict
+        assert verdict.message == "TX decode failed"
+    finally:
+        await target.close()
+        quiet.stop()
