@@ -1,6 +1,7 @@
 """`ladle broadcast`: run the broadcast service; `start_server` and `start_in_up` embed it.
 
-    ladle broadcast --port 8001 --node tcp://127.0.0.1:50001 --node tcp://127.0.0.1:50011,2
+    ladle broadcast --port 8001 --node tcp://127.0.0.1:50001 --node tcp://127.0.0.1:50011,2 \
+        --bitcoind-rpc http://user:password@127.0.0.1:8332
 
 Once it serves, one JSON line goes to stdout: `{"broadcast": "http://host:port", "nodes": […]}`.
 Inside `ladle up` it fans out to every devnet node (`start_in_up`, options `add_up_options`).
@@ -21,6 +22,7 @@ from broadcast.config import (
     BroadcastConfig,
     load_config,
     make_config,
+    parse_node_spec,
 )
 from broadcast.service import BroadcastService
 from runtime.command import run_service
@@ -62,6 +64,22 @@ def add_commands(subparsers: Any) -> None:
         "tcp://127.0.0.1:50001 or wss://host:50004,2",
     )
     parser.add_argument(
+        "--bitcoind-rpc",
+        action="append",
+        default=[],
+        metavar="URL[,WEIGHT]",
+        help="a BCHN node's JSON-RPC to broadcast to (repeat for each node), e.g. "
+        "http://user:password@127.0.0.1:8332, or without a login and --rpc-cookie; dry runs "
+        "then ask it (testmempoolaccept)",
+    )
+    parser.add_argument(
+        "--rpc-cookie",
+        metavar="FILE",
+        default="",
+        help="the node's cookie file (e.g. ~/.bitcoin/.cookie), for --bitcoind-rpc URLs "
+        "without a login",
+    )
+    parser.add_argument(
         "--settings",
         metavar="FILE",
         help="JSON settings file (nodes with weights and timeouts, db, record_ttl, protection, …)",
@@ -100,14 +118,28 @@ def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
         options["recheck_interval"] = args.recheck_interval
     if args.no_verify:
         options["verify_scripts"] = False
+    electrum = [parse_node_spec(spec, args.timeout) for spec in args.node]
+    bitcoind = [
+        parse_node_spec(spec, args.timeout, cookie=args.rpc_cookie) for spec in args.bitcoind_rpc
+    ]
+    if any(n.is_bitcoind for n in electrum):
+        raise ValueError("--node takes an Electrum server; a BCHN node's RPC is --bitcoind-rpc")
+    if not all(n.is_bitcoind for n in bitcoind):
+        raise ValueError("--bitcoind-rpc takes a BCHN node's http:// RPC URL")
+    nodes = electrum + bitcoind
+    if args.rpc_cookie and not args.bitcoind_rpc:
+        raise ValueError("--rpc-cookie is the login of a node: give --bitcoind-rpc URL")
     if args.settings:
         config = load_config(args.settings)
-        if args.node:
-            config = replace(config, nodes=make_config(args.node, timeout=args.timeout).nodes)
+        if nodes:
+            config = replace(config, nodes=tuple(nodes))
         return replace(config, **options)
-    if not args.node:
-        raise ValueError("give at least one --node URL[,WEIGHT] (or --settings FILE)")
-    return make_config(args.node, timeout=args.timeout, **options)
+    if not nodes:
+        raise ValueError(
+            "give at least one --node URL[,WEIGHT] or --bitcoind-rpc URL[,WEIGHT] "
+            "(or --settings FILE)"
+        )
+    return make_config(nodes, **options)
 
 
 async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
@@ -116,7 +148,7 @@ async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
         host=host,
         port=port,
         name="broadcast",
-        announce=lambda url: {"broadcast": url, "nodes": [n.url for n in config.nodes]},
+        announce=lambda url: {"broadcast": url, "nodes": [n.public_url for n in config.nodes]},
     )
 
 

@@ -1,8 +1,10 @@
 """What the broadcaster is configured with: the nodes it fans out to, where its records live,
 and how long it keeps and re-checks them.
 
-Nodes come from `--node URL[,weight]` options or a JSON file
-(`{"nodes": [{"url", "weight", "timeout"}], "db": …, "record_ttl": …}`). A node's weight is the
+Nodes come from `--node URL[,weight]` (Electrum servers) and `--bitcoind-rpc URL[,weight]`
+(BCHN nodes' JSON-RPC, `http://user:password@host:port`, or without a login and
+`--rpc-cookie FILE`) options, or a JSON file (`{"nodes": [{"url", "weight", "timeout",
+"cookie"}], "db": …, "record_ttl": …}`, an `http://` URL being a BCHN node). A node's weight is the
 share of the network it is believed to reach; it only shapes `estimated_network_reach`, never the
 majority rule, which counts nodes.
 """
@@ -18,6 +20,7 @@ from typing import Any
 import orjson
 
 from broadcast.protection import Protection
+from indexer.bitcoind.rpc import RpcAddress
 from indexer.electrum import ServerAddress
 
 DEFAULT_TIMEOUT = 10.0  # seconds a node may take to answer a broadcast
@@ -33,16 +36,34 @@ class NodeConfig:
     url: str
     weight: float = 1.0
     timeout: float = DEFAULT_TIMEOUT
-    name: str = ""  # how verdicts name the node; the URL when empty
+    name: str = ""  # how verdicts name the node; the URL (without a password) when empty
+    cookie: str = ""  # a BCHN node's cookie file, when its URL holds no login
+
+    @property
+    def is_bitcoind(self) -> bool:
+        """A BCHN node's JSON-RPC (`http://`), not an Electrum server."""
+        return self.url.startswith("http://")
+
+    @property
+    def public_url(self) -> str:
+        """The URL without the RPC password (for logs, announcements and records)."""
+        if self.is_bitcoind:
+            return RpcAddress.parse(self.url, cookie=self.cookie or None).url
+        return self.url
 
     def __post_init__(self) -> None:
-        ServerAddress.parse(self.url)  # ValueError names what is wrong
+        # ValueError names what is wrong
+        if not self.is_bitcoind:
+            if self.cookie:
+                raise ValueError(f"{self.url}: a cookie file is for a bitcoind RPC URL")
+            ServerAddress.parse(self.url)
+        public = self.public_url
         if not math.isfinite(self.weight) or self.weight < 0:
             raise ValueError(f"{self.url}: weight must be a non-negative number")
         if not math.isfinite(self.timeout) or self.timeout <= 0:
             raise ValueError(f"{self.url}: timeout must be a positive number of seconds")
         if not self.name:
-            object.__setattr__(self, "name", self.url)
+            object.__setattr__(self, "name", public)
 
     @classmethod
     def from_json(cls, obj: object, default_timeout: float = DEFAULT_TIMEOUT) -> NodeConfig:
@@ -50,7 +71,7 @@ class NodeConfig:
             return parse_node_spec(obj, default_timeout)
         if not isinstance(obj, Mapping):
             raise ValueError(f"a node must be an object {{url, weight, timeout}}, got {obj!r}")
-        unknown = set(obj) - {"url", "weight", "timeout", "name"}
+        unknown = set(obj) - {"url", "weight", "timeout", "name", "cookie"}
         if unknown:
             raise ValueError(f"unknown node field(s): {', '.join(sorted(unknown))}")
         url = obj.get("url")
@@ -61,19 +82,25 @@ class NodeConfig:
             _number(obj.get("weight", 1.0), "weight"),
             _number(obj.get("timeout", default_timeout), "timeout"),
             _string(obj.get("name", ""), "name"),
+            _string(obj.get("cookie", ""), "cookie"),
         )
 
 
-def parse_node_spec(spec: str, default_timeout: float = DEFAULT_TIMEOUT) -> NodeConfig:
-    """`URL` or `URL,weight` (the command line's `--node`)."""
+def parse_node_spec(
+    spec: str, default_timeout: float = DEFAULT_TIMEOUT, *, cookie: str = ""
+) -> NodeConfig:
+    """`URL` or `URL,weight` (the command line's `--node` and `--bitcoind-rpc`); `cookie` is
+    given to a BCHN URL without a login."""
     url, sep, weight = spec.strip().partition(",")
-    if not sep:
-        return NodeConfig(url, timeout=default_timeout)
-    try:
-        value = float(weight)
-    except ValueError:
-        raise ValueError(f"{spec!r}: weight must be a number") from None
-    return NodeConfig(url, value, default_timeout)
+    value = 1.0
+    if sep:
+        try:
+            value = float(weight)
+        except ValueError:
+            raise ValueError(f"{spec!r}: weight must be a number") from None
+    login = "@" in url.partition("://")[2].partition("/")[0]
+    own_cookie = cookie if url.startswith("http://") and not login else ""
+    return NodeConfig(url, value, default_timeout, cookie=own_cookie)
 
 
 @dataclass(frozen=True, slots=True)

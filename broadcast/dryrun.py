@@ -5,17 +5,22 @@ reason a node would give: decoding, standardness, whether the transaction is alr
 mempool conflicts, inputs existing and unspent, finality, values, token rules, spent-output
 standardness, fee, and finally scripts (libauth, when available). Reasons are the broadcast
 verdict reasons, so a dry run and a real broadcast speak the same language.
+
+When a BCHN node is a target, its `testmempoolaccept` has the last word (`with_node_verdict`):
+the real node's policy and consensus rules, of its version, against its own mempool. Our checks
+still say which step fails and what the fee is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bch import policy
 from bch.tx import SEQUENCE_FINAL, Transaction, TxOutput
+from broadcast.bitcoind import MempoolVerdict
 from broadcast.spent import ChainTip, ChainView, SpentOutput
-from broadcast.verdicts import Reason, classify_message
+from broadcast.verdicts import Outcome, Reason, classify_message
 from verify.libauth import AsyncLibauthVerifier, VerifierUnavailable
 
 CHECKS = (
@@ -50,6 +55,7 @@ class Validation:
     fee: int | None = None
     size: int | None = None
     inputs: tuple[SpentOutput, ...] = ()  # what the inputs looked like (for a diagnosis)
+    node: MempoolVerdict | None = None  # a BCHN node's testmempoolaccept, when one was asked
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -63,7 +69,41 @@ class Validation:
             out["fee"] = self.fee
             out["size"] = self.size
             out["fee_per_byte"] = round(self.fee / self.size, 6)
+        if self.node is not None:
+            out["node"] = {
+                "node": self.node.node,
+                "allowed": self.node.allowed,
+                "reject_reason": self.node.message or None,
+            }
         return out
+
+
+def with_node_verdict(ours: Validation, node: MempoolVerdict) -> Validation:
+    """`ours` with a node's `testmempoolaccept` deciding valid/rejected and the reason (the
+    node's reject reason kept verbatim); already in its mempool or chain is valid."""
+    checks = {**ours.checks, "node": "passed" if node.allowed else "failed"}
+    found = node.classification
+    if node.allowed:
+        if ours.valid:
+            message = f"{ours.message}; {node.node} would accept it (testmempoolaccept)"
+        else:
+            message = (
+                f"{node.node} would accept it (testmempoolaccept), though our own checks "
+                f"said: {ours.message}"
+            )
+        return replace(ours, valid=True, message=message, reason=None, checks=checks, node=node)
+    if found.outcome is Outcome.ACCEPTED:
+        where = "block chain" if found.confirmed else "mempool"
+        checks["node"] = "passed"
+        message = (
+            f"the transaction is already in {node.node}'s {where} ({node.message}): "
+            "broadcasting it again is harmless"
+        )
+        return replace(ours, valid=True, message=message, reason=None, checks=checks, node=node)
+    message = f"{node.node} would reject it: {node.message} (testmempoolaccept)"
+    return replace(
+        ours, valid=False, message=message, reason=found.reason, checks=checks, node=node
+    )
 
 
 def malformed(message: str) -> Validation:
@@ -105,7 +145,7 @@ def check_inputs(tx: Transaction, inputs: Sequence[SpentOutput]) -> None:
                 "inputs",
                 Reason.MISSING_INPUTS,
                 f"input {i} spends {info.outpoint}, which does not exist: no node asked knows "
-                "that output (bad-txns-inputs-missingorspent)",
+                "that output (missing-inputs)",
             )
         if info.unspent is False:
             where = (
@@ -117,7 +157,7 @@ def check_inputs(tx: Transaction, inputs: Sequence[SpentOutput]) -> None:
                 "inputs",
                 Reason.MISSING_INPUTS,
                 f"input {i} spends {info.outpoint}, which was already spent{where} "
-                "(bad-txns-inputs-missingorspent)",
+                "(missing-inputs)",
             )
 
 

@@ -7,7 +7,8 @@ a pool trade that reaches some mempools long before others invites a conflicting
 the rest.
 
 `recheck` resolves what the fan-out could not: nodes that timed out or could not be reached are
-asked `transaction.get_height` (and sent the transaction again if they do not have it), and
+asked whether they hold it (`transaction.get_height`; BCHN: `getmempoolentry`, then
+`getrawtransaction`) (and sent the transaction again if they do not have it), and
 accepted transactions are followed until they are confirmed.
 """
 
@@ -19,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 
-from broadcast.nodes import NodeLink, NodeUnavailable
+from broadcast.nodes import BroadcastTarget, NodeUnavailable
 from broadcast.records import BroadcastRecord, RecordStore
 from broadcast.status import Status
 from broadcast.verdicts import Classification, Outcome, Reason, Verdict
@@ -50,7 +51,7 @@ class _Flight:
 class Broadcaster:
     def __init__(
         self,
-        links: Sequence[NodeLink],
+        links: Sequence[BroadcastTarget],
         store: RecordStore,
         *,
         record_ttl: float,
@@ -170,7 +171,7 @@ class Broadcaster:
         await self._save(flight.record)
 
     async def _ask(
-        self, flight: _Flight, index: int, link: NodeLink, raw_hex: str, txid: str
+        self, flight: _Flight, index: int, link: BroadcastTarget, raw_hex: str, txid: str
     ) -> None:
         """One node's verdict: recorded in the flight at once (the POST may answer on it), then
         written; the flight ends when every verdict is written."""
@@ -211,9 +212,9 @@ class Broadcaster:
             return changed
 
     async def _tips(self) -> dict[str, int]:
-        async def one(link: NodeLink) -> tuple[str, int | None]:
+        async def one(link: BroadcastTarget) -> tuple[str, int | None]:
             try:
-                height, _ = await link.tip()
+                height = await link.tip_height()
             except NodeUnavailable:
                 return link.name, None
             return link.name, height
@@ -258,7 +259,7 @@ class Broadcaster:
             return False, None, None
         if height is not None and (old is None or old.outcome is not Outcome.ACCEPTED):
             found = Classification(Outcome.ACCEPTED, None, confirmed=height > 0)
-            return True, height, Verdict.of(link.name, found, "found by transaction.get_height")
+            return True, height, Verdict.of(link.name, found, "found by a re-check")
         if height is None and (old is None or old.outcome is Outcome.UNKNOWN):
             return True, None, await link.send(record.raw_hex, record.txid)  # never arrived
         if height is None and old is not None and old.outcome is Outcome.ACCEPTED:

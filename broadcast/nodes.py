@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from broadcast.config import NodeConfig
 from broadcast.verdicts import (
@@ -29,6 +29,31 @@ T = TypeVar("T")
 
 class NodeUnavailable(Exception):  # noqa: N818 (a state of the node, reported to callers)
     """The node could not answer (unreachable, timed out, or answered nonsense)."""
+
+
+class BroadcastTarget(Protocol):
+    """What the fan-out and its re-checks need of a node, whatever it speaks: an Electrum
+    server (`NodeLink`) or a BCHN node's RPC (`broadcast.bitcoind.BitcoindTarget`)."""
+
+    name: str
+    weight: float
+    timeout: float
+
+    async def connect(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+    async def send(self, raw_hex: str, txid: str) -> Verdict:
+        """The node's verdict; never raises for anything the node does."""
+        ...
+
+    async def transaction_height(self, txid: str) -> int | None:
+        """> 0 confirmed at, 0 (or -1) in the mempool, None unknown; NodeUnavailable."""
+        ...
+
+    async def tip_height(self) -> int:
+        """The node's best height; NodeUnavailable."""
+        ...
 
 
 class NodeLink:
@@ -105,6 +130,10 @@ class NodeLink:
     async def transaction_height(self, txid: str) -> int | None:
         """> 0 confirmed at that height, 0 (or -1) in the mempool, None unknown to the node."""
         return await self.call(self.client.transaction_height(txid))
+
+    async def tip_height(self) -> int:
+        height, _ = await self.tip()
+        return height
 
     async def tip(self) -> tuple[int, bytes]:
         """(height, 80-byte header) of the node's best chain."""

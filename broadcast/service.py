@@ -1,6 +1,7 @@
 """The broadcast service without HTTP: what `POST /broadcast` and `GET /broadcast/status` do.
 
-Order of a POST: decode; for a dry run, protection then validation, nothing sent; otherwise a
+Order of a POST: decode; for a dry run, protection then validation (ours, then a BCHN node's
+`testmempoolaccept` when one is configured: the node's verdict decides), nothing sent; otherwise a
 known transaction is answered from its record (idempotent), a new one passes the protection
 rules and is fanned out. Answers map the record's status: accepted (or pending with at least one
 node holding the transaction) → its txid; rejected by a majority → REJECTED; no node accepted
@@ -17,9 +18,10 @@ from typing import Any
 
 from bch.encoding import DecodeError
 from bch.tx import Transaction
+from broadcast.bitcoind import BitcoindTarget, BitcoindView, MempoolVerdict
 from broadcast.config import BroadcastConfig
 from broadcast.diagnosis import diagnose
-from broadcast.dryrun import dry_run, malformed
+from broadcast.dryrun import dry_run, malformed, with_node_verdict
 from broadcast.errors import (
     BAD_REQUEST,
     BROADCAST_FAILED,
@@ -29,7 +31,7 @@ from broadcast.errors import (
     broadcast_error,
 )
 from broadcast.fanout import Broadcaster
-from broadcast.nodes import CLIENT_NAME, NodeLink
+from broadcast.nodes import CLIENT_NAME, BroadcastTarget, NodeLink, NodeUnavailable
 from broadcast.protection import Protection, check_protection, inputs_unknown
 from broadcast.records import BroadcastRecord, RecordStore
 from broadcast.request import BroadcastRequest
@@ -65,8 +67,9 @@ _HEADLINES = {
 
 class BroadcastService:
     """Use `await service.start()` (or `async with`). `spent_source` answers spent-output
-    questions (default: the nodes; the indexer's index later); `verifier` checks scripts in dry
-    runs (default: libauth when `config.verify_scripts`, skipped where Node is missing)."""
+    questions (default: the Electrum servers, else the BCHN nodes; the indexer's index later);
+    `verifier` checks scripts in dry runs (default: libauth when `config.verify_scripts`,
+    skipped where Node is missing)."""
 
     def __init__(
         self,
@@ -78,11 +81,22 @@ class BroadcastService:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.links = [NodeLink(n, reconnect_backoff=config.reconnect_backoff) for n in config.nodes]
-        # The best tip the nodes announce, and which of them are reachable (for /health).
-        self.tips = TipWatch([n.url for n in config.nodes], client_name=CLIENT_NAME)
+        self.targets: list[BroadcastTarget] = [
+            BitcoindTarget(n)
+            if n.is_bitcoind
+            else NodeLink(n, reconnect_backoff=config.reconnect_backoff)
+            for n in config.nodes
+        ]
+        self.links = [t for t in self.targets if isinstance(t, NodeLink)]  # Electrum servers
+        self.bitcoind = [t for t in self.targets if isinstance(t, BitcoindTarget)]
+        nodes: ChainView = (
+            NodeSpentOutputs(self.links) if self.links else BitcoindView(self.bitcoind)
+        )
+        # The best tip the Electrum servers announce, and which are reachable (for /health).
+        self.tips = TipWatch(
+            [n.url for n in config.nodes if not n.is_bitcoind], client_name=CLIENT_NAME
+        )
         self.started = clock()
-        nodes = NodeSpentOutputs(self.links)
         self.source: SpentOutputSource = spent_source or nodes
         self.view: ChainView = nodes if spent_source is None else SourcedView(spent_source, nodes)
         self._own_verifier = verifier is None and config.verify_scripts
@@ -97,7 +111,7 @@ class BroadcastService:
     async def start(self) -> None:
         self._store = await RecordStore.open(self.config.db_path, clock=self.clock)
         self._broadcaster = Broadcaster(
-            self.links,
+            self.targets,
             self._store,
             record_ttl=self.config.record_ttl,
             missing_inputs_retry=self.config.missing_inputs_retry,
@@ -110,7 +124,7 @@ class BroadcastService:
         self._warmup = loop.create_task(self._connect_all())
 
     async def _connect_all(self) -> None:
-        await asyncio.gather(*(link.connect() for link in self.links))
+        await asyncio.gather(*(target.connect() for target in self.targets))
 
     async def close(self) -> None:
         await cancel_and_wait(t for t in (self._rechecker, self._warmup) if t is not None)
@@ -118,8 +132,8 @@ class BroadcastService:
             await self._broadcaster.close()
         if self._store is not None:
             await self._store.close()
-        for link in self.links:
-            await link.close()
+        for target in self.targets:
+            await target.close()
         await self.tips.close()
         if self._own_verifier and self.verifier is not None:
             await self.verifier.close()
@@ -255,6 +269,8 @@ class BroadcastService:
                 f"the dry run needs the nodes, and none could be asked: {exc}",
                 extra={"txid": tx.txid_hex, "dry_run": True},
             ) from None
+        if self.bitcoind:
+            validation = with_node_verdict(validation, await self._test_accept(tx))
         body: dict[str, Any] = {
             "txid": tx.txid_hex,
             "dry_run": True,
@@ -270,6 +286,22 @@ class BroadcastService:
             )
             body["diagnosis"] = found.to_json()
         return body
+
+    async def _test_accept(self, tx: Transaction) -> MempoolVerdict:
+        """The first BCHN node's `testmempoolaccept`; BROADCAST_FAILED when none answers (a
+        dry run that claims a node's verdict must have one)."""
+        failures = []
+        for target in self.bitcoind:
+            try:
+                return await target.test_accept(tx.hex())
+            except NodeUnavailable as exc:
+                failures.append(str(exc))
+        raise broadcast_error(
+            BROADCAST_FAILED,
+            "the dry run asks a node (testmempoolaccept), and none could be asked: "
+            + "; ".join(failures),
+            extra={"txid": tx.txid_hex, "dry_run": True},
+        )
 
     async def _answer(
         self, tx: Transaction, record: BroadcastRecord, with_diagnosis: bool

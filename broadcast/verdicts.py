@@ -1,15 +1,20 @@
-"""One node's answer to a broadcast, normalised to a reason (shared/reference/electrum.md).
+"""One node's answer to a broadcast, normalised to a reason: one table for every way a node
+answers (an Electrum server's `blockchain.transaction.broadcast`, BCHN's `sendrawtransaction`
+and `testmempoolaccept`; docs/real-nodes.md lists what each said, verbatim).
 
-Nodes word rejections differently (BCHN reason codes, Fulcrum's wrapper, older "Missing inputs"
-text), so a verdict keeps the raw message and adds a reason clients can act on. The leading reject
-code decides first; only if it is not recognised is the whole text searched, so words inside a
-node's debug detail cannot change the class.
+Nodes word rejections differently (BCHN reason codes, "18: " before them in `testmempoolaccept`,
+" (code 18)" after them in `sendrawtransaction`, Fulcrum's wrapper, "Missing inputs" without a
+code), so a verdict keeps the raw message and adds a reason clients can act on. The leading
+reject code decides first; only if it is not recognised is the whole text searched, so words
+inside a node's debug detail cannot change the class.
 
 A code-1 answer is the node refusing the transaction, so it is a rejection even when no row
 knows its words (reason `other`, the raw message kept): counting it as "no verdict" would let
 nodes that refused it leave the majority to the one that took it. Transport errors, timeouts
 and codes 2/3/4 say nothing about the transaction: the outcome is unknown (reason `unknown`)
-and is confirmed later with `transaction.get_height`.
+and is confirmed later with `transaction.get_height`. BCHN's RPC says the same by its codes
+(`RPC_CODES`): −26 and −25 carry a reject reason, −27 "already in block chain", −22 a decode
+failure; any other code (−28 still loading, −1, …) says nothing about the transaction.
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ class Reason(StrEnum):
     UNKNOWN = "unknown"  # no verdict: timeout, unreachable, codes 2/3/4
 
 
-# Substrings meaning "the node has it": already in its mempool or confirmed.
-_ALREADY_CONFIRMED = ("transaction already in block chain",)
-_ALREADY_KNOWN = ("txn-already-known", "txn-already-in-mempool")
+# Substrings meaning "the node has it": confirmed (`sendrawtransaction`'s −27 text; BCHN's
+# `testmempoolaccept` says txn-already-known when the outputs are in its UTXO set), or in its
+# mempool (a second `sendrawtransaction` answers the txid; `testmempoolaccept` says this).
+_ALREADY_CONFIRMED = ("transaction already in block chain", "txn-already-known")
+_ALREADY_KNOWN = ("txn-already-in-mempool",)
 
 # (reason, substrings), tried in order: a specific pattern before a more general one that could
 # also match it (non-mandatory before mandatory, nonstandard-inputs before the bad-txns- catch).
@@ -146,6 +153,23 @@ def classify_error(code: int, message: str) -> Classification:
     if code != REJECTION_CODE:
         return UNKNOWN  # daemon error, flood, limit, protocol errors: nothing is known
     return classify_message(message)
+
+
+# BCHN's RPC error codes (src/rpc/protocol.h) answered to `sendrawtransaction` and
+# `testmempoolaccept`: None means "classify the message" (it holds the reject reason).
+RPC_CODES: dict[int, Classification | None] = {
+    -26: None,  # RPC_VERIFY_REJECTED: "txn-mempool-conflict (code 18)", "dust (code 64)", …
+    -25: None,  # RPC_VERIFY_ERROR: "Missing inputs" (also spent in the chain), other failures
+    -27: Classification(Outcome.ACCEPTED, None, confirmed=True),  # RPC_VERIFY_ALREADY_IN_CHAIN
+    -22: Classification(Outcome.REJECTED, Reason.MALFORMED),  # "TX decode failed"
+}
+
+
+def classify_rpc_error(code: int, message: str) -> Classification:
+    """Classify a BCHN JSON-RPC error answered to `sendrawtransaction` / `testmempoolaccept`."""
+    if code not in RPC_CODES:
+        return UNKNOWN  # warming up (−28), misc (−1), method not found, …: nothing is known
+    return RPC_CODES[code] or classify_message(message)
 
 
 @dataclass(frozen=True, slots=True)

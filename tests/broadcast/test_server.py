@@ -91,6 +91,37 @@ def test_command_line_rejects_bad_nodes(node: str) -> None:
         config_from_args(parse("broadcast", "--node", node))
 
 
+def test_command_line_bitcoind_targets(tmp_path: Path) -> None:
+    cookie = tmp_path / ".cookie"
+    args = parse(
+        "broadcast",
+        *("--node", "tcp://127.0.0.1:50001"),
+        *("--bitcoind-rpc", "http://user:secret@127.0.0.1:8332,2"),
+        *("--bitcoind-rpc", "http://127.0.0.1:18443"),
+        *("--rpc-cookie", str(cookie)),
+    )
+    config = config_from_args(args)
+    assert [(n.name, n.weight, n.is_bitcoind, n.cookie) for n in config.nodes] == [
+        ("tcp://127.0.0.1:50001", 1.0, False, ""),
+        ("http://127.0.0.1:8332", 2.0, True, ""),  # named without its password
+        ("http://127.0.0.1:18443", 1.0, True, str(cookie)),  # the cookie: for a URL without login
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (("--bitcoind-rpc", "http://127.0.0.1:8332"), "login"),
+        (("--bitcoind-rpc", "tcp://127.0.0.1:50001"), "http://"),
+        (("--node", "http://user:secret@127.0.0.1:8332"), "--bitcoind-rpc"),
+        (("--node", "tcp://127.0.0.1:50001", "--rpc-cookie", "/c"), "--bitcoind-rpc"),
+    ],
+)
+def test_command_line_rejects_bad_bitcoind_targets(argv: tuple[str, ...], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        config_from_args(parse("broadcast", *argv))
+
+
 def test_command_line_needs_a_node() -> None:
     with pytest.raises(ValueError, match="--node"):
         config_from_args(parse("broadcast"))
@@ -112,8 +143,13 @@ def test_config_file(tmp_path: Path) -> None:
     assert [(n.url, n.weight, n.timeout) for n in config.nodes] == [
         ("tcp://a.example:50001", 3.0, 4.0)
     ]
+    assert config.nodes[0].is_bitcoind is False
     assert (config.db_path, config.record_ttl) == ("records.sqlite", 120.0)
     assert config.protection.max_fee_per_byte == 50.0
+    node = {"url": "http://127.0.0.1:8332", "cookie": str(tmp_path / ".cookie")}
+    path.write_text(json.dumps({"nodes": [node]}))
+    (bchn,) = config_from_args(parse("broadcast", "--config", str(path))).nodes
+    assert (bchn.is_bitcoind, bchn.cookie, bchn.name) == (True, node["cookie"], node["url"])
     path.write_text(json.dumps({"nodes": [], "surprise": 1}))
     with pytest.raises(ValueError, match="surprise"):
         config_from_args(parse("broadcast", "--settings", str(path)))

@@ -10,6 +10,7 @@ from broadcast.verdicts import (
     Verdict,
     classify_error,
     classify_message,
+    classify_rpc_error,
     node_message,
 )
 
@@ -64,12 +65,99 @@ def test_table_rows_bare(message: str, reason: Reason) -> None:
     assert classify_message(message).reason is reason
 
 
-@pytest.mark.parametrize("message", ["transaction already in block chain", "txn-already-known"])
-def test_already_known_is_accepted(message: str) -> None:
-    found = classify_error(1, FULCRUM.format(message))
-    assert found.outcome is Outcome.ACCEPTED
-    assert found.reason is None
-    assert found.confirmed is (message == "transaction already in block chain")
+@pytest.mark.parametrize(
+    ("message", "confirmed"),
+    [
+        ("transaction already in block chain", True),
+        ("18: txn-already-known", True),  # BCHN's testmempoolaccept: the outputs are in its UTXOs
+        ("18: txn-already-in-mempool", False),
+    ],
+)
+def test_already_known_is_accepted(message: str, confirmed: bool) -> None:
+    for found in (classify_error(1, FULCRUM.format(message)), classify_message(message)):
+        assert (found.outcome, found.reason, found.confirmed) == (
+            Outcome.ACCEPTED,
+            None,
+            confirmed,
+        )
+
+
+# BCHN 28.0.1's answers, verbatim (docs/real-nodes.md): sendrawtransaction's RPC errors, and
+# testmempoolaccept's `reject-reason` (an "allowed: false" result, not an error).
+BCHN_SEND = [
+    (-26, "txn-mempool-conflict (code 18)", Reason.CONFLICT),
+    (-25, "Missing inputs", Reason.MISSING_INPUTS),
+    (-26, "dust (code 64)", Reason.NONSTANDARD),
+    (-26, "min relay fee not met (code 66)", Reason.FEE),
+    (
+        -26,
+        "bad-txns-in-belowout, value in (50.00) < value out (50.0000001) (code 16)",
+        Reason.INVALID,
+    ),
+    (
+        -26,
+        "mandatory-script-verify-flag-failed (Signature must be zero for failed "
+        "CHECK(MULTI)SIG operation) (code 16)",
+        Reason.INVALID,
+    ),
+    (-26, "absurdly-high-fee, 4950000000 > 10000000 (code 256)", Reason.FEE_TOO_HIGH),
+    (
+        -26,
+        "bad-txns-premature-spend-of-coinbase, tried to spend coinbase at depth 6 (code 16)",
+        Reason.INVALID,
+    ),
+    (-26, "bad-txns-nonfinal, non-final transaction (code 64)", Reason.INVALID),
+    (-22, "TX decode failed", Reason.MALFORMED),
+]
+BCHN_TEST = [
+    ("18: txn-mempool-conflict", Reason.CONFLICT),
+    ("missing-inputs", Reason.MISSING_INPUTS),
+    ("64: dust", Reason.NONSTANDARD),
+    ("66: min relay fee not met", Reason.FEE),
+    ("16: bad-txns-in-belowout", Reason.INVALID),
+    (
+        "16: mandatory-script-verify-flag-failed (Signature must be zero for failed "
+        "CHECK(MULTI)SIG operation)",
+        Reason.INVALID,
+    ),
+    ("64: non-mandatory-script-verify-flag (Non-canonical DER signature)", Reason.NONSTANDARD),
+    ("256: absurdly-high-fee", Reason.FEE_TOO_HIGH),
+    ("64: tx-size", Reason.NONSTANDARD),
+]
+
+
+@pytest.mark.parametrize(("code", "message", "reason"), BCHN_SEND)
+def test_bchn_sendrawtransaction_errors(code: int, message: str, reason: Reason) -> None:
+    found = classify_rpc_error(code, message)
+    assert (found.outcome, found.reason) == (Outcome.REJECTED, reason)
+    # the same words relayed by Fulcrum (code 1, its wrapper) land in the same reason
+    if code != -22:
+        assert classify_error(1, FULCRUM.format(message)).reason is reason
+
+
+@pytest.mark.parametrize(("message", "reason"), BCHN_TEST)
+def test_bchn_testmempoolaccept_reasons(message: str, reason: Reason) -> None:
+    assert classify_message(message) == classify_message(message.partition(": ")[2] or message)
+    assert (classify_message(message).outcome, classify_message(message).reason) == (
+        Outcome.REJECTED,
+        reason,
+    )
+
+
+def test_bchn_already_in_chain_is_accepted_and_confirmed() -> None:
+    found = classify_rpc_error(-27, "transaction already in block chain")
+    assert (found.outcome, found.confirmed) == (Outcome.ACCEPTED, True)
+
+
+@pytest.mark.parametrize("code", [-28, -1, -32601, -5, -8])
+def test_bchn_codes_without_a_reject_reason_leave_the_outcome_unknown(code: int) -> None:
+    found = classify_rpc_error(code, "txn-mempool-conflict (code 18)")
+    assert (found.outcome, found.reason) == (Outcome.UNKNOWN, Reason.UNKNOWN)
+
+
+def test_bchn_rejection_in_words_no_row_knows_is_other() -> None:
+    found = classify_rpc_error(-26, "some-new-policy (code 64)")
+    assert (found.outcome, found.reason) == (Outcome.REJECTED, Reason.OTHER)
 
 
 @pytest.mark.parametrize("code", [2, 3, 4, -32603, -32602])

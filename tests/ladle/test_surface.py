@@ -414,6 +414,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--port",
         "--node",
+        "--bitcoind-rpc",
+        "--rpc-cookie",
         "--settings",
         "--db",
         "--timeout",
