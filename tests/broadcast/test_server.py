@@ -148,7 +148,7 @@ def test_config_file(tmp_path: Path) -> None:
     assert config.protection.max_fee_per_byte == 50.0
     node = {"url": "http://127.0.0.1:8332", "cookie": str(tmp_path / ".cookie")}
     path.write_text(json.dumps({"nodes": [node]}))
-    (bchn,) = config_from_args(parse("broadcast", "--config", str(path))).nodes
+    (bchn,) = config_from_args(parse("broadcast", "--settings", str(path))).nodes
     assert (bchn.is_bitcoind, bchn.cookie, bchn.name) == (True, node["cookie"], node["url"])
     path.write_text(json.dumps({"nodes": [], "surprise": 1}))
     with pytest.raises(ValueError, match="surprise"):
