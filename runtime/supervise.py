@@ -131,7 +131,7 @@ class Supervisor:
         self.command = list(command)
         self.grace = grace
         self.first: dict[str, dict[str, Any]] = {}  # each child's first ready object
-        self.restarts: dict[str, int] = {}
+        self.restarts: dict[str, int] = {}  # restarts that reached the ready line
         self._running: dict[str, _Running] = {}
         self._stopping = False
 
@@ -225,7 +225,6 @@ class Supervisor:
                 extra=fields(event="child_exit", component=name, status=status, restart_in=delay),
             )
             await asyncio.sleep(delay)
-            self.restarts[name] = self.restarts.get(name, 0) + 1
             try:
                 await self._start(running.child)
             except ChildFailedError as exc:
@@ -236,6 +235,7 @@ class Supervisor:
                     extra=fields(event="child_failed", component=name, status=exc.status),
                 )
                 continue
+            self.restarts[name] = self.restarts.get(name, 0) + 1
             log.info(
                 "%s restarted (pid %d)",
                 name,

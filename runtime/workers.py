@@ -4,7 +4,8 @@ The parent binds the socket, starts the workers (each accepts on the shared sock
 kernel spreads the connections), prints one ready line once every worker accepts connections,
 restarts a worker that dies (with backoff, said in the log) and, on SIGINT/SIGTERM, stops them
 all with SIGTERM. Workers ignore SIGINT, so a Ctrl-C reaches them only through the parent, and
-die with the parent (`runtime.orphans`).
+end with the parent (`runtime.orphans.end_with`); the fork server and multiprocessing's
+resource tracker then end with the last of them.
 
 Workers come from a fork server (`multiprocessing`'s "forkserver"): a fresh interpreter,
 started once with the environment the parent prepared (the `PROMETHEUS_MULTIPROC_DIR` of
@@ -37,7 +38,7 @@ from typing import Any, TypeVar
 import orjson
 
 from runtime.logs import LogFormat, configure_logging, fields
-from runtime.orphans import die_with_parent
+from runtime.orphans import end_with
 from runtime.serve import bind, start_app
 from runtime.supervise import Backoff
 from runtime.usage import EXIT_FAILURE
@@ -120,7 +121,7 @@ class _Pool:
     def spawn(self) -> BaseProcess:
         proc = self.ctx.Process(
             target=_worker,
-            args=(self.factory, self.arg, self.sock, self.ready_w, self.logs),
+            args=(self.factory, self.arg, self.sock, self.ready_w, os.getpid(), self.logs),
             name=f"{self.name}-worker",
         )
         proc.start()
@@ -225,12 +226,13 @@ def _worker(
     arg: object,
     sock: socket.socket,
     ready: Connection,
+    pool: int,
     logs: tuple[LogFormat, str],
 ) -> None:
-    """A worker process: serve until SIGTERM (SIGINT is the parent's to handle). Its parent
-    is the fork server, which ends when the pool's process does."""
+    """A worker process: serve until SIGTERM (SIGINT is the pool's to handle), which comes
+    when the pool's process ends too (the fork server, the worker's parent, outlives it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(os.getppid())
+    end_with(pool)
     configure_logging(logs[0], logs[1].upper())
     asyncio.run(_serve(factory(arg), sock, ready, logs[1]))
 
