@@ -240,7 +240,12 @@ class Supervisor:
                 "%s restarted (pid %d)",
                 name,
                 self._running[name].proc.pid,
-                extra=fields(event="child_restarted", component=name, restarts=self.restarts[name]),
+                extra=fields(
+                    event="child_restarted",
+                    component=name,
+                    restarts=self.restarts[name],
+                    ready=self._running[name].ready,
+                ),
             )
 
     # --- stop -----------------------------------------------------------------------------------

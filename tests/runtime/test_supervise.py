@@ -12,7 +12,9 @@ import signal
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +51,7 @@ CHILD = textwrap.dedent(
 
 
 def child(name: str, log: Path, *extra: str) -> Child:
-    def argv(ready: object, first: dict[str, object] | None) -> list[str]:
+    def argv(ready: Mapping[str, Any], first: Mapping[str, Any] | None) -> list[str]:
         if first is not None:  # a restart keeps the port it announced first
             return [name, str(log), str(first[name]).rsplit(":", 1)[1]]
         return [name, str(log), *extra]
