@@ -1,5 +1,5 @@
 """`ladle up`'s supervisor under load: every component is its own process; each one killed with
-SIGKILL comes back on the address LADLE_READY announced (the devnet with the same history), the
+SIGKILL comes back on the address LADLE_READY announced (the devnet with the same tip), the
 data API keeps answering from the index meanwhile, the index stays readable and consistent
 (SQLite's integrity check, the tip the API reports, the router's pools), and a SIGTERM then
 stops everything (exit 0, no process left)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ import httpx
 import orjson
 from websockets.asyncio.client import connect
 
+from indexer.electrum import ElectrumClient
 from tests.ladle.test_up import Running, start
 from tests.runtime.procs import alive, child_running, descendants
 
@@ -59,6 +61,10 @@ async def router_answers(url: str) -> bool:
     return bool(reply.get("result") == "pong")
 
 
+def header_hash(header: bytes) -> str:
+    return hashlib.sha256(hashlib.sha256(header).digest()).digest()[::-1].hex()
+
+
 def integrity(db: str) -> tuple[str, int]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
@@ -97,6 +103,7 @@ async def test_every_component_killed_under_load_comes_back() -> None:
                 # Back on the announced addresses, and the index is what it was.
                 if name != "rest":
                     assert counts["ok"] > before, f"REST answered while {name} was down"
+                await wait_until(lambda: _devnet_at(ready))  # the same history again
                 await wait_until(lambda: _health_at(api, height))
                 await wait_until(lambda: router_answers(ready["router"]))
                 async with httpx.AsyncClient(base_url=ready["broadcast"]) as b:
@@ -135,6 +142,15 @@ async def test_every_component_killed_under_load_comes_back() -> None:
 async def _restarted(sup: int, name: str, old: int) -> bool:
     pid = child_running(sup, "ladle", name)
     return pid != old and not alive(old)
+
+
+async def _devnet_at(ready: dict[str, Any]) -> bool:
+    client = ElectrumClient([ready["electrum"][0]["tcp"]], give_up_after=2.0)
+    try:
+        tip, header = await client.get_tip()
+    finally:
+        await client.close()
+    return tip == ready["devnet"]["height"] and header_hash(header) == ready["devnet"]["tip"]
 
 
 async def _health_at(api: httpx.AsyncClient, height: int) -> bool:
