@@ -96,10 +96,7 @@ async def test_every_component_killed_under_load_comes_back() -> None:
                 victim = child_running(sup, "ladle", name)
                 before = counts["ok"]
                 os.kill(victim, signal.SIGKILL)
-                await wait_until(
-                    lambda v=victim, n=name: _restarted(sup, n, v),
-                    timeout=120,  # type: ignore[misc]
-                )
+                await wait_until(lambda v=victim, n=name: _restarted(sup, n, v), timeout=120)
                 # Back on the announced addresses, and the index is what it was.
                 if name != "rest":
                     assert counts["ok"] > before, f"REST answered while {name} was down"
@@ -107,7 +104,7 @@ async def test_every_component_killed_under_load_comes_back() -> None:
                 await wait_until(lambda: _health_at(api, height))
                 await wait_until(lambda: router_answers(ready["router"]))
                 async with httpx.AsyncClient(base_url=ready["broadcast"]) as b:
-                    await wait_until(lambda b=b: _status_404(b))  # type: ignore[misc]
+                    await wait_until(lambda b=b: _status_404(b))
                 check, indexed = integrity(db)
                 assert (check, indexed) == ("ok", height), name
         finally:
@@ -150,7 +147,7 @@ async def _devnet_at(ready: dict[str, Any]) -> bool:
         tip, header = await client.get_tip()
     finally:
         await client.close()
-    return tip == ready["devnet"]["height"] and header_hash(header) == ready["devnet"]["tip"]
+    return bool(tip == ready["devnet"]["height"] and header_hash(header) == ready["devnet"]["tip"])
 
 
 async def _health_at(api: httpx.AsyncClient, height: int) -> bool:
