@@ -3,6 +3,8 @@
 The tools (`tx`, `pool`, …) print JSON on stdout; the services (`devnet`, `up`) print their
 endpoints for people and then one `LADLE_READY {json}` line for scripts. Bad input is one line
 on stderr and exit status 2, so scripts can tell a usage error (2) from a runtime failure (1).
+Every command also reads its options from `--config FILE` and the environment
+(`runtime.config`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bch.script import electrum_scripthash
 from bch.tx import Transaction
 from ladle.txjson import transaction_json
 from protocols.cauldron import contract
+from runtime.config import CONFIG_OPTION, add_config_option, apply_config
 from runtime.orphans import PARENT_PID_ENV, die_with_supervisor
 from runtime.usage import EXIT_USAGE, UsageError
 
@@ -104,6 +107,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     for module, _ in _command_modules(only):
         importlib.import_module(module).add_commands(sub)
+    add_config_option(parser)
     return parser
 
 
@@ -135,9 +139,16 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     die_with_supervisor()  # a child of `ladle up` ends with it
     os.environ.pop(PARENT_PID_ENV, None)  # … and its own children are not told otherwise
-    words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command_of(words))
-    args = parser.parse_args(words)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    # A config file may hold every command's table: it is checked against the whole tree.
+    configured = any(a.startswith(CONFIG_OPTION) for a in arguments)
+    parser = build_parser(None if configured else _command_of(arguments))
+    try:
+        apply_config(parser, arguments, os.environ)
+    except UsageError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(arguments)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

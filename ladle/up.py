@@ -50,6 +50,7 @@ from devnet.cli import (
     WS_OFFSET,
     LaunchConfig,
     add_devnet_options,
+    address_prefix,
     launch_config_from_args,
     router_fee_wallet,
 )
@@ -175,7 +176,7 @@ class Plan:
 
     def stages(self) -> list[list[Child]]:
         return [
-            [Child("devnet", self.devnet_argv, ("electrum", "wallets", "devnet"))],
+            [Child("devnet", self.devnet_argv, ("electrum", "wallets", "devnet", "bitcoind"))],
             [
                 Child("router", self.router_argv, ("indexer", "router", "router_fee")),
                 Child("rest", self.rest_argv, ("rest",)),
@@ -198,7 +199,8 @@ class Plan:
         argv = ["router", "--electrum", *(str(e["tcp"]) for e in ready["electrum"])]
         argv += ["--db", self.db, "--start-height", "0", "--no-progress", "--wait-registries"]
         argv += ["--host", c.devnet.host, "--port", str(_port(first, "router", c.router_port))]
-        argv += ["--fee-address", router_fee_wallet(int(devnet["seed"])).token_address]
+        fee = router_fee_wallet(int(devnet["seed"]), _prefix(ready))
+        argv += ["--fee-address", fee.token_address]
         if self.scenario_ledger() is not None:
             argv += ["--devnet-ledger", str(self.ledger)]
         argv += ["--ipfs-gateway", c.ipfs_gateway or str(devnet["ipfs_gateway"])]
@@ -277,8 +279,13 @@ def _port(first: Ready | None, key: str, configured: int) -> int:
     return configured
 
 
+def _prefix(ready: Ready) -> str:
+    """The devnet's CashAddr prefix: `bchreg` on a real regtest node."""
+    return address_prefix("bitcoind" in ready)
+
+
 def _fee_wif(ready: Ready) -> list[str]:
-    wallet = router_fee_wallet(int(ready["devnet"]["seed"]))
+    wallet = router_fee_wallet(int(ready["devnet"]["seed"]), _prefix(ready))
     return [f"  router fee wallet: WIF {wallet.key.to_wif()}"]
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from indexer.cli import add_index_arguments
 from indexer.cli import config_from_args as index_config_from_args
+from router import wire
 from router.build import build
 from router.daemon import DaemonConfig
 from router.errors import RouterError
@@ -100,7 +101,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.quote_doc(result))
     return 0
 
 
@@ -115,7 +116,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.build_doc(result))
     return 0
 
 
@@ -188,6 +189,8 @@ def config_from_args(args: argparse.Namespace) -> RouterServiceConfig:
         )
     if args.max_connections < 1 or not args.rate > 0:
         raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
+    if args.max_lag_blocks < 0 or not args.max_lag_seconds >= 0:
+        raise ValueError("--max-lag-blocks and --max-lag-seconds must be ≥ 0")
     return RouterServiceConfig(
         index=index_config_from_args(args),
         router=RouterConfig(
@@ -195,7 +198,12 @@ def config_from_args(args: argparse.Namespace) -> RouterServiceConfig:
             fee_address=args.fee_address,
             fee_per_byte=args.fee_per_byte,
         ),
-        limits=DaemonConfig(max_connections=args.max_connections, rate=args.rate),
+        limits=DaemonConfig(
+            max_connections=args.max_connections,
+            rate=args.rate,
+            max_lag_blocks=args.max_lag_blocks,
+            max_lag_seconds=args.max_lag_seconds,
+        ),
         host=args.host,
         port=args.port,
         wait_registries=args.wait_registries,
@@ -267,6 +275,22 @@ def add_router_command(subparsers: Any) -> None:
         "--wait-registries",
         action="store_true",
         help="print the ready line only after the first round of registry downloads",
+    )
+    parser.add_argument(
+        "--max-lag-blocks",
+        type=int,
+        default=defaults.max_lag_blocks,
+        metavar="N",
+        help="refuse quotes and builds (stale_snapshot) while the snapshot lags the best tip "
+        f"heard by more than N blocks (default {defaults.max_lag_blocks})",
+    )
+    parser.add_argument(
+        "--max-lag-seconds",
+        type=float,
+        default=defaults.max_lag_seconds,
+        metavar="S",
+        help="… or has possibly been out of date for more than S seconds (default "
+        f"{defaults.max_lag_seconds:g})",
     )
     add_index_arguments(parser)
     parser.set_defaults(func=cmd_router)

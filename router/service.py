@@ -5,7 +5,6 @@ pools live where the router reads them; configuration `RouterServiceConfig`)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -19,7 +18,7 @@ from indexer.network import network_prefix
 from indexer.service import IndexerConfig, ready_info, ready_lines, run_indexer
 from indexer.snapshot import PoolSnapshot
 from router.book import LiveBook
-from router.daemon import DaemonConfig, RouterDaemon
+from router.daemon import DaemonConfig, HeardSource, RouterDaemon
 from router.params import DEFAULT_PORT, RouterConfig
 from runtime.supervise import ready_line
 from runtime.tasks import cancel_and_wait
@@ -53,9 +52,11 @@ async def start_router(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     limits: DaemonConfig | None = None,
+    heard: HeardSource | None = None,
 ) -> RouterServer:
-    """Serve the router over `snapshot` on ws://host:port (port 0: a free one)."""
-    daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits)
+    """Serve the router over `snapshot` on ws://host:port (port 0: a free one). `heard`: the
+    best tips heard of (the indexer's `TipWatch.heard`), to refuse a stale snapshot."""
+    daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits, heard)
     daemon.live.current()  # build the book (and every token's models) before the first client
     # The book and models of a large snapshot are hundreds of thousands of long-lived objects:
     # left to the cyclic GC, every full collection traverses them all (~80 ms of stalled event
@@ -109,8 +110,9 @@ async def serve_router(config: RouterServiceConfig) -> int:
     indexer fails (1)."""
     snapshot = PoolSnapshot()
     synced, fetched = asyncio.Event(), asyncio.Event()
+    tips = config.index.tip_watch()
     indexer = asyncio.create_task(
-        run_indexer(config.index, ready=synced, snapshot=snapshot, fetched=fetched)
+        run_indexer(config.index, ready=synced, snapshot=snapshot, fetched=fetched, tips=tips)
     )
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -134,7 +136,7 @@ async def serve_router(config: RouterServiceConfig) -> int:
             return 0
         router_config = await _on_network_of(config.index, config.router)
         server = await start_router(
-            snapshot, router_config, config.host, config.port, config.limits
+            snapshot, router_config, config.host, config.port, config.limits, heard=tips.heard
         )
         _announce(server, router_config, config.index, snapshot)
         stop = asyncio.create_task(stopping.wait())
@@ -147,9 +149,8 @@ async def serve_router(config: RouterServiceConfig) -> int:
     finally:
         if server is not None:
             await server.close()
-        indexer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await indexer
+        await cancel_and_wait([indexer])
+        await tips.close()
         for sig in signals:
             loop.remove_signal_handler(sig)
 

@@ -216,6 +216,7 @@ SURFACES: dict[str, list[str] | None] = {
     "broadcast": [],
     "devnet": [],
     "devnet.electrum": [],
+    "devnet.realnode": [],
     "devnet.scenario": [
         "Ledger",
         "PRESETS",
@@ -231,9 +232,9 @@ SURFACES: dict[str, list[str] | None] = {
 COMMANDS: dict[str, list[str]] = {
     "ladle": ["-h/--help"],
     "ladle tx": ["-h/--help"],
-    "ladle tx decode": ["-h/--help", "hex", "--prefix"],
+    "ladle tx decode": ["-h/--help", "hex", "--prefix", "--config"],
     "ladle pool": ["-h/--help"],
-    "ladle pool address": ["-h/--help", "pkh", "--prefix"],
+    "ladle pool address": ["-h/--help", "pkh", "--prefix", "--config"],
     "ladle devnet": [
         "-h/--help",
         "--nodes",
@@ -241,6 +242,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -258,6 +261,7 @@ COMMANDS: dict[str, list[str]] = {
         "--ledger",
         "--log-format",
         "--log-level",
+        "--config",
     ],
     "ladle up": [
         "-h/--help",
@@ -266,6 +270,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -291,6 +297,7 @@ COMMANDS: dict[str, list[str]] = {
         "--broadcast-db",
         "--log-format",
         "--log-level",
+        "--config",
     ],
     "ladle index": [
         "-h/--help",
@@ -312,6 +319,7 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle rest": [
         "-h/--help",
@@ -333,6 +341,7 @@ COMMANDS: dict[str, list[str]] = {
         "--explorer-env",
         "--log-format",
         "--log-level",
+        "--config",
     ],
     "ladle route": [
         "-h/--help",
@@ -344,6 +353,7 @@ COMMANDS: dict[str, list[str]] = {
         "--amount",
         "--side",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle build": [
         "-h/--help",
@@ -352,6 +362,7 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-address",
         "--request",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle router": [
         "-h/--help",
@@ -363,6 +374,8 @@ COMMANDS: dict[str, list[str]] = {
         "--max-connections",
         "--rate",
         "--wait-registries",
+        "--max-lag-blocks",
+        "--max-lag-seconds",
         "--electrum",
         "--db",
         "--start-height",
@@ -381,13 +394,14 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle broadcast": [
         "-h/--help",
         "--host",
         "--port",
         "--node",
-        "--config",
+        "--settings",
         "--db",
         "--timeout",
         "--record-ttl",
@@ -395,6 +409,7 @@ COMMANDS: dict[str, list[str]] = {
         "--no-verify",
         "--log-format",
         "--log-level",
+        "--config",
     ],
 }
 

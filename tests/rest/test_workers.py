@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from indexer.store import Store
+from indexer.index import open_store
 from tests.indexer.test_store_scenario import CATEGORIES, Scenario, apply_all, rev
 from tests.runtime.procs import alive, children, cmdline, descendants
 
@@ -100,7 +100,7 @@ async def test_workers_agree_on_bodies_and_etags_and_move_together(tmp_path: Pat
     for _ in range(16):
         scenario.next_block(actions=6)
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     try:
         await apply_all(store, scenario.blocks[:10])
         async with ladle_rest(db) as rest:
@@ -138,7 +138,7 @@ async def test_a_killed_worker_is_replaced_while_the_other_answers(tmp_path: Pat
     for _ in range(6):
         scenario.next_block(actions=4)
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await apply_all(store, scenario.blocks)
     await store.close()
     async with ladle_rest(db) as rest:
