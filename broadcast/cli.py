@@ -1,21 +1,22 @@
-"""`ladle broadcast`: run the broadcast service; `start_server` and `start_in_up` embed it.
+"""`ladle broadcast`: run the broadcast service; `start_server` embeds it in a running loop.
 
     ladle broadcast --port 8001 --node tcp://127.0.0.1:50001 --node tcp://127.0.0.1:50011,2 \
         --bitcoind-rpc http://user:password@127.0.0.1:8332
 
 Once it serves, one JSON line goes to stdout: `{"broadcast": "http://host:port", "nodes": […]}`.
-Inside `ladle up` it fans out to every devnet node (`start_in_up`, options `add_up_options`).
+`ladle up` runs it in front of every devnet node (its options: `config.add_up_options`).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from broadcast.app import create_app
 from broadcast.config import (
     DEFAULT_DB,
+    DEFAULT_PORT,
     DEFAULT_RECHECK_INTERVAL,
     DEFAULT_RECORD_TTL,
     DEFAULT_TIMEOUT,
@@ -26,10 +27,8 @@ from broadcast.config import (
 )
 from broadcast.service import BroadcastService
 from runtime.command import run_service
-from runtime.component import Started, UpContext
+from runtime.logs import add_log_options
 from runtime.serve import RunningServer, serve_until_signal, start_app
-
-DEFAULT_PORT = 8001
 
 
 async def start_server(
@@ -104,6 +103,7 @@ def add_commands(subparsers: Any) -> None:
     parser.add_argument(
         "--no-verify", action="store_true", help="do not check scripts with libauth in dry runs"
     )
+    add_log_options(parser)
     parser.set_defaults(func=cmd_broadcast)
 
 
@@ -154,64 +154,3 @@ async def _serve_forever(config: BroadcastConfig, host: str, port: int) -> None:
 
 def cmd_broadcast(args: argparse.Namespace) -> int:
     return run_service(args, config_from_args, _serve_forever)
-
-
-# --- ladle up ----------------------------------------------------------------------------------
-
-
-def add_up_options(parser: argparse.ArgumentParser) -> None:
-    """`ladle up`'s options for this component."""
-    group = parser.add_argument_group("broadcast")
-    group.add_argument(
-        "--broadcast-port",
-        type=int,
-        metavar="PORT",
-        help=f"broadcast service port (default {DEFAULT_PORT}; 0 when --ports is 0)",
-    )
-    group.add_argument(
-        "--broadcast-db",
-        metavar="PATH",
-        help="SQLite file for broadcast records (default: in memory, like the devnet)",
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class UpConfig:
-    """`ladle up`'s broadcast options (the nodes are the devnet's)."""
-
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT  # 0: any free port
-    db_path: str = ":memory:"
-    verify_scripts: bool = True
-
-
-def up_config_from_args(args: argparse.Namespace) -> UpConfig:
-    """`--broadcast-port` if given, else 0 when `--ports 0`, else 8001; `--broadcast-db` (default
-    in memory); the devnet's `--host` and `--no-verify`."""
-    port = args.broadcast_port
-    if port is None:
-        port = 0 if args.ports == 0 else DEFAULT_PORT
-    return UpConfig(
-        host=args.host,
-        port=port,
-        db_path=args.broadcast_db or ":memory:",
-        verify_scripts=not args.no_verify,
-    )
-
-
-async def start_in_up(ctx: UpContext, options: UpConfig) -> Started | None:
-    """`ladle up`'s start function: the service in front of every devnet node."""
-    if ctx.devnet is None:
-        return None
-    urls = [str(e["tcp"]) for e in ctx.devnet.electrum()]
-    config = make_config(urls, db_path=options.db_path, verify_scripts=options.verify_scripts)
-    running = await start_server(config, host=options.host, port=options.port)
-    return Started(
-        "broadcast",
-        {"broadcast": running.url},
-        [
-            f"broadcast: {running.url}  (POST /broadcast, GET /broadcast/status/<txid>; "
-            f"fans out to {len(urls)} node(s))"
-        ],
-        running.stop,
-    )

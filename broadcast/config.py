@@ -11,6 +11,7 @@ majority rule, which counts nodes.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -29,6 +30,7 @@ DEFAULT_RECHECK_INTERVAL = 30.0
 DEFAULT_MISSING_INPUTS_RETRY = 0.5  # a parent may still be on its way to that node
 DEFAULT_MAX_BODY = 1_000_000  # a standard transaction is at most 100 kB, 200 kB as hex
 DEFAULT_DB = "ladle-broadcast.sqlite"
+DEFAULT_PORT = 8001
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +194,19 @@ def _bool(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{what} must be true or false, got {value!r}")
     return value
+
+
+def add_up_options(parser: argparse.ArgumentParser) -> None:
+    """`ladle up`'s options for this component."""
+    group = parser.add_argument_group("broadcast")
+    group.add_argument(
+        "--broadcast-port",
+        type=int,
+        metavar="PORT",
+        help=f"broadcast service port (default {DEFAULT_PORT}; 0 when --ports is 0)",
+    )
+    group.add_argument(
+        "--broadcast-db",
+        metavar="PATH",
+        help="SQLite file for broadcast records (default: in memory, like the devnet)",
+    )

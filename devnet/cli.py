@@ -1,26 +1,32 @@
 """`ladle devnet`: run a local network, lay down a scenario's history, serve it.
 
-`add_devnet_options` is shared with `ladle up` (which starts the devnet first); `launch` does
-the work and returns a `LaunchedDevnet` that knows its endpoints and how to stop (and is the
-`runtime.DevnetView` the other components read). The network and the scenario generator load
-inside `launch` (about 0.2 s of imports), so that `ladle --help` and `ladle tx decode` start
-fast.
+`add_devnet_options` is shared with `ladle up` (which runs `ladle devnet` as its first child
+process, with the same options); `launch` does the work and returns a `LaunchedDevnet` that
+knows its endpoints and how to stop; `cmd_devnet` prints them and one `LADLE_READY
+{"electrum", "wallets", "devnet"}` line, then serves until SIGINT/SIGTERM. The network and the
+scenario generator load inside `launch` (about 0.2 s of imports), so that `ladle --help` and
+`ladle tx decode` start fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import shutil
+import signal
+import sys
 import time
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bch.wallet import Wallet
 from devnet.bcmr_http import DocumentServer
-from devnet.realnode.rpc import RpcError
 from protocols.ledger import Ledger
+from runtime.logs import add_log_options, configure_logging
+from runtime.supervise import ready_line
+from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 from verify.libauth import AsyncLibauthVerifier
 
 if TYPE_CHECKING:
@@ -154,6 +160,12 @@ def add_devnet_options(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--ledger", metavar="PATH", help="write the scenario's ledger (JSON) here")
 
 
+def router_fee_wallet(seed: int, prefix: str = "bitcoincash") -> Wallet:
+    """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's own
+    wallets, so a client or test can find, and spend, the fees it was paid."""
+    return Wallet.from_seed(f"ladle scenario {seed}/router-fee", prefix)
+
+
 @dataclass(slots=True)
 class LaunchedDevnet:
     devnet: Devnet
@@ -162,11 +174,6 @@ class LaunchedDevnet:
     seed: int = 1  # the scenario seed (also with --no-scenario: it still names the wallets)
     real: RealNode | None = None  # --bitcoind: the node (and Fulcrum) the chain lives on
     notes: list[str] = field(default_factory=list)  # what a person should know (lines())
-
-    def router_fee_wallet(self) -> Wallet:
-        """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's
-        own wallets, so a client or test can find, and spend, the fees it was paid."""
-        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee", self.address_prefix)
 
     @property
     def address_prefix(self) -> str:
@@ -180,13 +187,6 @@ class LaunchedDevnet:
     @property
     def http_url(self) -> str:
         return self.http.url
-
-    def tip_height(self) -> int:
-        """On a real node, the node's height (its own miner may have moved past ours)."""
-        if self.real is not None:
-            with contextlib.suppress(OSError, RpcError):
-                return int(self.real.bitcoind.rpc.call("getblockcount"))
-        return self.devnet.nodes[0].height
 
     def electrum(self) -> list[dict[str, object]]:
         if self.real is not None and self.real.fulcrum is not None:
@@ -242,10 +242,10 @@ class LaunchedDevnet:
             "tip": node.chain.tip.hash_hex,
             "http": self.http.url,
             "ipfs_gateway": f"{self.http.url}/ipfs/",
+            "seed": self.seed,  # it names the wallets (and the router fee's) without a scenario too
         }
         if self.scenario is not None:
             info["ledger"] = f"{self.http.url}/ledger.json"
-            info["seed"] = self.scenario.ledger.params["seed"]
         return info
 
     def lines(self) -> list[str]:
@@ -403,3 +403,65 @@ async def launch(config: LaunchConfig) -> LaunchedDevnet:
             await real.stop()
         raise
     return LaunchedDevnet(devnet, http, result, params.seed, real, notes)
+
+
+async def serve_devnet(config: LaunchConfig) -> int:
+    """Launch, print the endpoints and the ready line, serve until SIGINT/SIGTERM (exit 0)."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stopping.set)
+    starting = asyncio.create_task(launch(config))
+    waiter = asyncio.create_task(stopping.wait())
+    try:
+        await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return 0
+        launched = starting.result()
+        try:
+            for line in launched.lines():
+                print(line)
+            print(ready_line(launched.ready()), flush=True)
+            await waiter
+        finally:
+            await launched.stop()
+        return 0
+    finally:
+        waiter.cancel()
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def add_commands(subparsers: Any) -> None:
+    """Register `ladle devnet` on the `ladle` command's subparsers."""
+    parser = subparsers.add_parser(
+        "devnet",
+        help="run a local Bitcoin Cash network with a Cauldron history",
+        description="Run a local network speaking the Electrum Cash protocol, generate a "
+        "deterministic Cauldron history, print its endpoints and test wallets, then serve "
+        "until SIGINT/SIGTERM. Prints the same LADLE_READY line as `ladle up`.",
+    )
+    add_devnet_options(parser)
+    add_log_options(parser)
+    parser.set_defaults(func=cmd_devnet)
+
+
+def cmd_devnet(args: argparse.Namespace) -> int:
+    try:
+        config = launch_config_from_args(args)
+    except ValueError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(args.log_format, args.log_level.upper())
+    try:
+        return asyncio.run(serve_devnet(config))
+    except ValueError as exc:  # an option's value the scenario refuses (e.g. --tokens 3)
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE

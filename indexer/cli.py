@@ -23,11 +23,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from indexer.config_files import load_devnet_ledger, load_feeds, load_lending, parse_source
+from indexer.config_files import (
+    add_registry_arguments,
+    load_devnet_ledger,
+    load_feeds,
+    load_lending,
+)
 from indexer.follow.chain import DEFAULT_BULK_DISTANCE
 from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.follow.follower import DEFAULT_MEMPOOL_INTERVAL
-from indexer.registry_fetch import FetchConfig, OffchainSource
+from indexer.registry_fetch import FetchConfig
 from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_indexer
 from protocols.bcmr import DEFAULT_IPFS_GATEWAY
 from protocols.lending.contracts import LendingConfig
@@ -135,35 +140,6 @@ def add_index_arguments(parser: argparse.ArgumentParser) -> None:
         "ledger (ladle devnet --ledger FILE)",
     )
     add_registry_arguments(parser)
-
-
-def _source(text: str) -> OffchainSource:
-    try:
-        return parse_source(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
-    """The registry fetch job's options (shared with `ladle up`)."""
-    g = parser.add_argument_group("token registries")
-    g.add_argument(
-        "--registry-source",
-        action="append",
-        type=_source,
-        metavar="NAME=URL|PATH",
-        help="an off-chain BCMR registry (an http(s) URL or a local file) merged into "
-        "/registry/token/<c>/all as source NAME (repeatable)",
-    )
-    g.add_argument(
-        "--ipfs-gateway",
-        metavar="URL",
-        help=f"gateway for ipfs:// registry URIs (default {DEFAULT_IPFS_GATEWAY}; "
-        "ladle up: the devnet's)",
-    )
-    g.add_argument(
-        "--no-registry-fetch", action="store_true", help="do not download token registries"
-    )
 
 
 def add_commands(subparsers: Any) -> None:

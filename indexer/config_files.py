@@ -9,11 +9,13 @@ Every problem is a ValueError naming the file and what is wrong.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 from indexer.registry_fetch import OffchainSource
+from protocols.bcmr import DEFAULT_IPFS_GATEWAY
 from protocols.ledger import Ledger
 from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import VERSIONS, LendingConfig
@@ -114,3 +116,32 @@ def parse_source(text: str) -> OffchainSource:
     if name == "onchain":
         raise ValueError("the source name 'onchain' is reserved for authchain registries")
     return OffchainSource(name, location)
+
+
+def _source(text: str) -> OffchainSource:
+    try:
+        return parse_source(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_registry_arguments(parser: argparse.ArgumentParser) -> None:
+    """The registry fetch job's options (shared with `ladle up`)."""
+    g = parser.add_argument_group("token registries")
+    g.add_argument(
+        "--registry-source",
+        action="append",
+        type=_source,
+        metavar="NAME=URL|PATH",
+        help="an off-chain BCMR registry (an http(s) URL or a local file) merged into "
+        "/registry/token/<c>/all as source NAME (repeatable)",
+    )
+    g.add_argument(
+        "--ipfs-gateway",
+        metavar="URL",
+        help=f"gateway for ipfs:// registry URIs (default {DEFAULT_IPFS_GATEWAY}; "
+        "ladle up: the devnet's)",
+    )
+    g.add_argument(
+        "--no-registry-fetch", action="store_true", help="do not download token registries"
+    )

@@ -1,22 +1,20 @@
 """Running the indexer as a service: `run_indexer` (in-process, what `ladle index` and
-`ladle up` call) and `start_indexer` (its `ladle up` component).
+`ladle router` call) and what it announces once synced (`ready_info`, `ready_lines`).
 
 The service owns the SQLite store, the chain source (Electrum servers, or a BCHN node over
 JSON-RPC with optional ZMQ pushes) and the registry fetch job (BCMR
 downloads, started once the initial sync is done, on its own SQLite connection); the live
 `PoolSnapshot` can be passed in so that other in-process components (the router) read the very
 object the indexer updates. What is decoded (oracle feeds, lending deployments) is configuration,
-with the mainnet constants as defaults; `ladle up` adds the devnet's feed and deployment.
+with the mainnet constants as defaults; `ladle up` adds the devnet's feed and deployment
+(`--devnet-ledger`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,16 +27,14 @@ from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.follow.source import ChainSource
 from indexer.follow.source_bitcoind import BitcoindSource
 from indexer.follow.source_electrum import ElectrumSource
-from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
+from indexer.registry_fetch import FetchConfig, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
 from indexer.store.heard import persist_heard
 from indexer.tipwatch import TipWatch
 from indexer.tipwatch_node import NodeTipWatch
-from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
-from runtime.component import Started, UpContext
 from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("indexer.service")
@@ -201,105 +197,29 @@ async def _fetch_registries(
         await conn.close()
 
 
-@dataclass(frozen=True, slots=True)
-class UpConfig:
-    """`ladle up`'s indexer options (the rest of its configuration is the devnet's)."""
-
-    db: str | None = None  # None: a temporary file, removed on stop
-    ipfs_gateway: str | None = None  # None: the devnet's HTTP server's
-    registry_sources: tuple[OffchainSource, ...] = ()
-    registry_fetch: bool = True
-
-
-def up_config_from_args(args: argparse.Namespace) -> UpConfig:
-    """`ladle up`'s indexer options (`indexer.cli.add_registry_arguments`)."""
-    return UpConfig(
-        ipfs_gateway=args.ipfs_gateway,
-        registry_sources=tuple(args.registry_source or ()),
-        registry_fetch=not args.no_registry_fetch,
-    )
-
-
-def up_config(ctx: UpContext, options: UpConfig, db: str) -> IndexerConfig:
-    """`ladle up`'s indexer configuration: the devnet's nodes (failover in node order); the
-    mainnet feeds and deployments plus the devnet's own (its oracle feed, its lending
-    deployment); registries fetched from the devnet's HTTP server (its IPFS gateway) and from
-    the `--registry-source` lists."""
-    assert ctx.devnet is not None
-    urls = tuple(str(e["tcp"]) for e in ctx.devnet.electrum())
-    feeds = list(mainnet_feeds().feeds)
-    lending = [LendingConfig()]
-    ledger = ctx.devnet.ledger
-    if ledger is not None:
-        feeds += feed_configs(ledger)
-        lending += lending_configs(ledger)
-    gateway = options.ipfs_gateway or f"{ctx.devnet.http_url}/ipfs/"
-    sources = options.registry_sources
-    return IndexerConfig(
-        electrum=urls,
-        db=db,
-        start_height=0,
-        progress=False,
-        feeds=tuple(feeds),
-        lending=tuple(lending),
-        registry_fetch=options.registry_fetch,
-        fetch=FetchConfig(ipfs_gateway=gateway, offchain=sources),
-    )
-
-
-async def start_indexer(ctx: UpContext, options: UpConfig) -> Started | None:
-    """`ladle up`'s indexer (`up_config`) into a fresh database; returns once the initial sync
-    and the first registry fetch round are done. Shares `ctx.snapshot` when the context has one
-    (for the router); the database is `options.db` if set, else a temporary file removed on
-    stop."""
-    if ctx.devnet is None:
-        return None
-    chosen = options.db
-    scratch = None if chosen else tempfile.mkdtemp(prefix="ladle-index-")
-    db = str(chosen) if chosen else str(Path(scratch or ".") / "index.sqlite")
-    snapshot = ctx.snapshot if isinstance(ctx.snapshot, PoolSnapshot) else PoolSnapshot()
-    config = up_config(ctx, options, db)
-    ready, fetched = asyncio.Event(), asyncio.Event()
-    tips = ctx.tips = config.tip_watch()
-    task = asyncio.create_task(
-        run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched, tips=tips)
-    )
-
-    async def stop() -> None:
-        await cancel_and_wait([task])
-        await tips.close()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    async def both() -> None:
-        await ready.wait()
-        await fetched.wait()
-
-    waiter = asyncio.create_task(both())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        waiter.cancel()
-        await stop()
-        raise
-    waiter.cancel()
-    if task.done():
-        await stop()
-        task.result()  # raises what ended it
-        raise RuntimeError("the indexer stopped before its initial sync finished")
-    feeds = config.feeds or ()
-    info: dict[str, object] = {
-        "db": db,
+def ready_info(config: IndexerConfig, snapshot: PoolSnapshot) -> dict[str, object]:
+    """The indexer's part of a ready line (`"indexer"` in `LADLE_READY`)."""
+    return {
+        "db": config.db,
         "height": snapshot.height,
         "pools": len(snapshot),
         "pending": len(snapshot.pending_txids()),
-        "feeds": [f.category for f in feeds],
-        "lending": len(config.lending or ()),
+        "feeds": [f.category for f in config.feeds or mainnet_feeds().feeds],
+        "lending": len(config.lending or (LendingConfig(),)),
     }
-    lines = [
+
+
+def ready_lines(config: IndexerConfig, snapshot: PoolSnapshot) -> list[str]:
+    """What a person reads once the initial sync is done."""
+    feeds = config.feeds or mainnet_feeds().feeds
+    lending = config.lending or (LendingConfig(),)
+    fetching = (
+        f"registries fetched via {config.fetch.ipfs_gateway}"
+        if config.registry_fetch
+        else "no registry fetch"
+    )
+    return [
         f"indexer: synced to height {snapshot.height}, {len(snapshot)} live pools "
-        f"({len(snapshot.pending_txids())} pending transactions); database {db}",
-        f"  decoding {len(feeds)} oracle feed(s), {len(config.lending or ())} lending "
-        f"deployment(s); registries fetched via {config.fetch.ipfs_gateway}",
+        f"({len(snapshot.pending_txids())} pending transactions); database {config.db}",
+        f"  decoding {len(feeds)} oracle feed(s), {len(lending)} lending deployment(s); {fetching}",
     ]
-    return Started("indexer", {"indexer": info}, lines, stop)

@@ -1,22 +1,35 @@
 """`ladle rest`: serve the data API over an index database.
 
-    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--rate-limit N] [--usd-feed HEX]
-               [--router-url WS] [--broadcast-url URL] [--electrum-ws WS] [--network-label NAME]
+    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--workers N] [--rate-limit N]
+               [--usd-feed HEX] [--electrum URL …] [--router-url WS] [--broadcast-url URL]
+               [--electrum-ws WS] [--network-label NAME] [--explorer-env FILE]
+               [--log-format auto|json|text] [--log-level LEVEL]
 
-Once serving, one JSON line goes to stdout: `{"rest": "http://host:port", "db": PATH}`.
-Registered on the `ladle` command by `add_commands(subparsers)`.
+`--workers N` processes share the listening socket (each an SQLite reader of the one index; a
+dead worker is restarted). Once every worker accepts connections, one JSON line goes to stdout:
+`{"rest": "http://host:port", "db": PATH, "workers": N}`. Registered on the `ladle` command by
+`add_commands(subparsers)`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+from starlette.applications import Starlette
+
+from indexer.electrum import ServerAddress
+from rest.app import create_app
+from rest.chain_tip import electrum_tip
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
-from rest.service import serve
-from runtime.command import run_service
+from runtime.logs import add_log_options, configure_logging
+from runtime.usage import EXIT_FAILURE, EXIT_USAGE
+from runtime.workers import serve_workers
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port ({DEFAULT_PORT}; 0: any)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (default 1; a dead one is restarted)",
     )
     parser.add_argument(
         "--rate-limit",
@@ -53,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an index tip older than this counts as not synced to now (7200; 0: never)",
     )
     parser.add_argument(
+        "--electrum",
+        action="extend",
+        nargs="+",
+        metavar="URL",
+        help="Electrum server(s) whose chain tip /health and the synced check compare the "
+        "index with (failover in the order given; default: the index tip's age, --stale-after)",
+    )
+    parser.add_argument(
         "--usd-feed",
         metavar="HEX",
         help="the BCH/USD oracle feed behind the *_usd figures: its 64-hex token category "
@@ -74,6 +102,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--electrum-ws", metavar="WS_URL", help="an Electrum Cash WebSocket for wallet coins"
     )
     explorer.add_argument("--network-label", metavar="NAME", help="network name shown on the pages")
+    explorer.add_argument(
+        "--explorer-env",
+        metavar="FILE",
+        type=Path,
+        help="a JSON object read on each /explorer/config.json, over the options above "
+        '(keys "network", "router", "broadcast", "electrum_ws", "router_fee", "wallets", '
+        '"oracle_feeds"; what `ladle up` writes); a missing file: the options alone',
+    )
+    add_log_options(parser)
 
 
 def add_commands(subparsers: Any) -> None:
@@ -107,8 +144,12 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
     url = env["broadcast"]
     if url is not None and not str(url).startswith(("http://", "https://")):
         raise ValueError(f"--broadcast-url: an http:// or https:// URL, got {url}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    for server in args.electrum or ():
+        ServerAddress.parse(server)  # ValueError naming the problem
     return RestConfig(
-        explorer_env=lambda: env,
+        explorer_env=_explorer_env(env, args.explorer_env),
         db_path=args.db,
         usd_feed=None if feed == "none" else feed.lower(),
         rate_limit=args.rate_limit,
@@ -116,11 +157,65 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
         cors_origins=tuple(args.cors_origin) if args.cors_origin else ("*",),
         stale_after=args.stale_after,
         address_prefix=args.prefix,
+        chain_tip=electrum_tip(tuple(args.electrum)) if args.electrum else None,
     )
 
 
+def _explorer_env(
+    options: dict[str, object], path: Path | None
+) -> Callable[[], Mapping[str, object]]:
+    """The explorer's view of the other services: the options, under the JSON object in `path`
+    (read again when it changes, so `ladle up` can write it once the services it names run)."""
+    if path is None:
+        return lambda: options
+    seen: list[Any] = [None, options]  # (mtime_ns, merged)
+
+    def env() -> Mapping[str, object]:
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            return options
+        if stamp != seen[0]:
+            try:
+                obj = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                return options
+            seen[:] = [stamp, {**options, **obj} if isinstance(obj, dict) else options]
+        merged: Mapping[str, object] = seen[1]
+        return merged
+
+    return env
+
+
+def app_from_args(args: argparse.Namespace) -> Starlette:
+    """The app of one worker process (built there: the configuration holds callables)."""
+    return create_app(config_from_args(args))
+
+
 def cmd_rest(args: argparse.Namespace) -> int:
-    return run_service(args, config_from_args, serve)
+    try:
+        config_from_args(args)
+    except (ValueError, OSError) as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(args.log_format, args.log_level.upper())
+    try:
+        return serve_workers(
+            app_from_args,
+            args,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            name="REST",
+            announce=lambda url: {"rest": url, "db": str(args.db), "workers": args.workers},
+            log_format=args.log_format,
+            log_level=args.log_level,
+        )
+    except OSError as exc:
+        print(f"ladle: error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,55 +7,45 @@ what the router would answer. Output is JSON on stdout. A routing error prints
 argument is one line on stderr and exit 2.
 
 `ladle router` syncs the index first (the router must not answer from a half-built book), then
-prints a line for people and one `LADLE_READY {"router": url, "height": h, "pools": n}` line for
-scripts, like `ladle up`, and serves until SIGINT/SIGTERM (exit 0). Logs go to stderr.
+prints lines for people and one `LADLE_READY {"router": url, "height": h, "pools": n,
+"indexer": {…}, "router_fee"?: {…}}` line for scripts, like `ladle up`, and serves until
+SIGINT/SIGTERM (exit 0). Logs go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
-import signal
 import sys
 from typing import Any
 
 import orjson
 
-from indexer.cli import add_index_arguments, config_from_args
-from indexer.follow.source import ChainSource
-from indexer.network import network_prefix
-from indexer.service import run_indexer
-from indexer.snapshot import PoolSnapshot
+from indexer.cli import add_index_arguments
+from indexer.cli import config_from_args as index_config_from_args
 from router import wire
 from router.build import build
 from router.daemon import DaemonConfig
 from router.errors import RouterError
-from router.params import DEFAULT_FEE_BPS, RouterConfig, parse_build_params, parse_quote_params
+from router.params import (
+    DEFAULT_FEE_BPS,
+    DEFAULT_PORT,
+    RouterConfig,
+    parse_build_params,
+    parse_quote_params,
+)
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
-from router.service import DEFAULT_PORT, start_router
+from router.service import RouterServiceConfig, serve_router
 from runtime.logs import configure_logging
-from runtime.tasks import cancel_and_wait
-from runtime.usage import EXIT_USAGE
+from runtime.usage import EXIT_USAGE, UsageError, reporting_usage
 
 EXIT_ROUTING = 1
-READY = "LADLE_READY"  # the machine-readable line, as `ladle up` prints it
-
-
-class _UsageError(Exception):
-    pass
 
 
 def _print_json(obj: Any) -> None:
     sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
-
-
-def _usage(message: str) -> int:
-    print(f"ladle: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def _config(args: argparse.Namespace) -> RouterConfig:
@@ -64,50 +54,48 @@ def _config(args: argparse.Namespace) -> RouterConfig:
             fee_bps=args.fee_bps, fee_address=args.fee_address, fee_per_byte=args.fee_per_byte
         )
     except ValueError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def _book(path: str) -> PoolBook:
     try:
         return PoolBook(load_pools(path))
     except OSError as exc:
-        raise _UsageError(f"cannot read pools file {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read pools file {path}: {exc.strerror or exc}") from None
     except PoolsFileError as exc:
-        raise _UsageError(f"bad pools file {path}: {exc}") from None
+        raise UsageError(f"bad pools file {path}: {exc}") from None
 
 
 def _read_request(path: str) -> object:
     try:
         raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()  # noqa: SIM115
     except OSError as exc:
-        raise _UsageError(f"cannot read request file {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read request file {path}: {exc.strerror or exc}") from None
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise _UsageError(f"request file {path} is not valid JSON: {exc}") from None
+        raise UsageError(f"request file {path} is not valid JSON: {exc}") from None
     # A whole JSON-RPC request is accepted too: its params are what counts.
     if isinstance(data, dict) and "method" in data and isinstance(data.get("params"), dict):
         return data["params"]
     return data
 
 
+@reporting_usage
 def cmd_route(args: argparse.Namespace) -> int:
     """Print the quote for `--sell/--buy/--amount/--side` over `--pools`."""
+    config = _config(args)
+    params: dict[str, Any] = {
+        "sell": args.sell,
+        "buy": args.buy,
+        "amount": args.amount,
+        "side": args.side,
+    }
     try:
-        config = _config(args)
-        params: dict[str, Any] = {
-            "sell": args.sell,
-            "buy": args.buy,
-            "amount": args.amount,
-            "side": args.side,
-        }
-        try:
-            request = parse_quote_params(params)
-        except RouterError as exc:
-            raise _UsageError(exc.message) from None
-        book = _book(args.pools)
-    except _UsageError as exc:
-        return _usage(str(exc))
+        request = parse_quote_params(params)
+    except RouterError as exc:
+        raise UsageError(exc.message) from None
+    book = _book(args.pools)
     try:
         result = quote(book, request, config)
     except RouterError as exc:
@@ -117,14 +105,12 @@ def cmd_route(args: argparse.Namespace) -> int:
     return 0
 
 
+@reporting_usage
 def cmd_build(args: argparse.Namespace) -> int:
     """Print the `tx.build` result for the params object in `--request` over `--pools`."""
-    try:
-        config = _config(args)
-        params = _read_request(args.request)
-        book = _book(args.pools)
-    except _UsageError as exc:
-        return _usage(str(exc))
+    config = _config(args)
+    params = _read_request(args.request)
+    book = _book(args.pools)
     try:
         result = build(book, parse_build_params(params, config), config)
     except RouterError as exc:
@@ -192,102 +178,48 @@ def add_commands(subparsers: Any) -> None:
 # --- ladle router: the daemon, standalone ---------------------------------------------------
 
 
-async def _on_network_of(source: ChainSource, config: RouterConfig) -> RouterConfig:
-    """`config` restricted to the network the indexed chain is (from its genesis hash, asked
-    of the indexer's own source), so an address of another network is a bad request rather
-    than a payment nobody can see. Unchanged when the network is already set or the genesis
-    is unknown (the devnet's own)."""
-    if config.network is not None:
-        return config
-    prefix = network_prefix(await source.genesis_hash())
-    return config if prefix is None else dataclasses.replace(config, network=prefix)
-
-
-async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
-    limits = DaemonConfig(
-        max_connections=args.max_connections,
-        rate=args.rate,
-        max_lag_blocks=args.max_lag_blocks,
-        max_lag_seconds=args.max_lag_seconds,
-    )
-    index_config = config_from_args(args)
-    snapshot = PoolSnapshot()
-    ready = asyncio.Event()
-    tips = index_config.tip_watch()
-    source = index_config.source()
-    indexer = asyncio.create_task(
-        run_indexer(index_config, ready=ready, snapshot=snapshot, tips=tips, source=source)
-    )
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stopping.set)
-    server = None
-    try:
-        waiters = {indexer, asyncio.create_task(ready.wait()), asyncio.create_task(stopping.wait())}
-        done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending - {indexer}:
-            task.cancel()
-        if indexer in done:
-            indexer.result()
-            return 1
-        if stopping.is_set():
-            return 0
-        config = await _on_network_of(source, config)
-        server = await start_router(
-            snapshot, config, args.host, args.port, limits, heard=tips.heard
+def config_from_args(args: argparse.Namespace) -> RouterServiceConfig:
+    """`ladle router`'s configuration; ValueError names a bad option."""
+    # The spec charges a router fee on every build; a daemon without a fee address would
+    # silently charge none, so running fee-less must be asked for (`--fee-bps 0`).
+    if args.fee_address is None and args.fee_bps != 0:
+        raise ValueError(
+            "the router fee needs --fee-address ADDR (token-aware CashAddr); "
+            "--fee-bps 0 runs without a fee"
         )
-        ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
-        print(f"router: {server.url} ({len(snapshot)} live pools)")
-        print(f"{READY} {orjson.dumps(ready_doc).decode()}", flush=True)
-        stop = asyncio.create_task(stopping.wait())
-        await asyncio.wait({indexer, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if indexer.done():
-            indexer.result()
-            return 1
-        return 0
-    finally:
-        if server is not None:
-            await server.close()
-        await cancel_and_wait([indexer])
-        await tips.close()
-        with contextlib.suppress(Exception):
-            await source.close()
-        for sig in signals:
-            loop.remove_signal_handler(sig)
+    if args.max_connections < 1 or not args.rate > 0:
+        raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
+    if args.max_lag_blocks < 0 or not args.max_lag_seconds >= 0:
+        raise ValueError("--max-lag-blocks and --max-lag-seconds must be ≥ 0")
+    return RouterServiceConfig(
+        index=index_config_from_args(args),
+        router=RouterConfig(
+            fee_bps=DEFAULT_FEE_BPS if args.fee_bps is None else args.fee_bps,
+            fee_address=args.fee_address,
+            fee_per_byte=args.fee_per_byte,
+        ),
+        limits=DaemonConfig(
+            max_connections=args.max_connections,
+            rate=args.rate,
+            max_lag_blocks=args.max_lag_blocks,
+            max_lag_seconds=args.max_lag_seconds,
+        ),
+        host=args.host,
+        port=args.port,
+        wait_registries=args.wait_registries,
+    )
 
 
 def cmd_router(args: argparse.Namespace) -> int:
     """Serve the router over a live index of `--electrum` (database `--db`)."""
     try:
-        # The spec charges a router fee on every build; a daemon without a fee address would
-        # silently charge none, so running fee-less must be asked for (`--fee-bps 0`).
-        if args.fee_address is None and args.fee_bps != 0:
-            raise ValueError(
-                "the router fee needs --fee-address ADDR (token-aware CashAddr); "
-                "--fee-bps 0 runs without a fee"
-            )
-        config = RouterConfig(
-            fee_bps=DEFAULT_FEE_BPS if args.fee_bps is None else args.fee_bps,
-            fee_address=args.fee_address,
-            fee_per_byte=args.fee_per_byte,
-        )
-        config_from_args(args)
-        if args.max_connections < 1 or not args.rate > 0:
-            raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
-        if args.max_lag_blocks < 0 or not args.max_lag_seconds >= 0:
-            raise ValueError("--max-lag-blocks and --max-lag-seconds must be ≥ 0")
-        if not 0 <= args.port <= 65535:
-            raise ValueError(f"--port must be from 0 to 65535, got {args.port}")
-        if args.exit_at_tip:
-            raise ValueError("--exit-at-tip: the router follows the chain; use `ladle index`")
+        config = config_from_args(args)
     except ValueError as exc:
-        return _usage(str(exc))
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(args.log_format, args.log_level.upper())
     try:
-        return asyncio.run(_run_router(args, config))
+        return asyncio.run(serve_router(config))
     except Exception as exc:
         print(f"ladle: router failed: {exc}", file=sys.stderr)
         return EXIT_ROUTING
@@ -339,6 +271,11 @@ def add_router_command(subparsers: Any) -> None:
         default=defaults.rate,
         metavar="N",
         help=f"requests per second per connection (default {defaults.rate:g})",
+    )
+    parser.add_argument(
+        "--wait-registries",
+        action="store_true",
+        help="print the ready line only after the first round of registry downloads",
     )
     parser.add_argument(
         "--max-lag-blocks",

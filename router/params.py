@@ -31,6 +31,7 @@ MIN_FEE_PER_BYTE = 1.0  # the relay floor
 MAX_FEE_PER_BYTE = 1000.0  # beyond this a request is surely a unit mistake
 MAX_FEE_BPS = 1000  # 10 %
 DEFAULT_FEE_BPS = 10  # the spec's router fee rate
+DEFAULT_PORT = 8765  # the daemon's WebSocket port
 
 _CANONICAL = re.compile(r"0|[1-9][0-9]{0,24}")
 _QUOTE_FIELDS = frozenset({"sell", "buy", "amount", "side", "fee_per_byte"})

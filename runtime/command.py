@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from runtime.logs import configure_logging
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 ConfigT = TypeVar("ConfigT")
@@ -28,7 +28,7 @@ def run_service(
     except (ValueError, OSError) as exc:
         print(f"ladle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_format, args.log_level.upper())
     try:
         asyncio.run(serve(config, args.host, args.port))
     except OSError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -64,16 +65,28 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 async def start_app(
-    app: Any, *, host: str, port: int, name: str, log_level: str = "warning"
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    name: str,
+    log_level: str = "warning",
+    sock: socket.socket | None = None,
 ) -> RunningServer:
-    """Serve `app` on host:port (0 picks a free port); returns once connections are accepted."""
-    sock = bind(host, port)
-    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False)
+    """Serve `app` on host:port (0 picks a free port), or on `sock` already bound (one of the
+    worker processes that share it); returns once connections are accepted."""
+    own = sock is None
+    sock = bind(host, port) if sock is None else sock
+    # log_config=None: uvicorn's records go through the root logger, in `runtime.logs`' format.
+    config = uvicorn.Config(
+        app, log_level=log_level, log_config=None, lifespan="on", access_log=False
+    )
     server = _Embedded(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
-            sock.close()
+            if own:
+                sock.close()
             await task  # raises what went wrong
             raise RuntimeError(f"the {name} server stopped during start-up")
         await asyncio.sleep(0.01)
@@ -85,7 +98,8 @@ async def serve_until_signal(
 ) -> None:
     """The standalone command: serve, print `announce(url)` as one JSON line once connections
     are accepted, and stop gracefully on SIGINT or SIGTERM."""
-    running = await start_app(app, host=host, port=port, name=name, log_level="info")
+    level = logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower()
+    running = await start_app(app, host=host, port=port, name=name, log_level=level)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, running.request_stop)

@@ -195,24 +195,3 @@ async def test_ladle_broadcast_command(net: Devnet, tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-
-
-async def test_ladle_up_component(net: Devnet) -> None:
-    from broadcast.cli import UpConfig, start_in_up
-    from devnet.cli import LaunchedDevnet
-    from runtime.component import UpContext
-
-    ctx = UpContext(argparse.Namespace())
-    ctx.devnet = LaunchedDevnet(net, None, None)  # type: ignore[arg-type]  # no HTTP server here
-    started = await start_in_up(ctx, UpConfig(host="127.0.0.1", port=0, verify_scripts=False))
-    assert started is not None
-    try:
-        url = str(started.ready["broadcast"])
-        coin = await fund(net, ALICE, 40_000)
-        tx = pay(coin, BOB.locking_bytecode)
-        async with httpx.AsyncClient(base_url=url) as http:
-            response = await http.post("/broadcast", json={"tx": tx.hex()})
-        assert response.json()["status"] == "accepted"
-        assert url in started.lines[0]
-    finally:
-        await started.stop()

@@ -1,9 +1,10 @@
-"""`ladle index` (run as `python -m indexer.cli`) and the `ladle up` component."""
+"""`ladle index` (run as `python -m indexer.cli`) and what the indexer announces once synced."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -13,12 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from devnet.bcmr_http import DocumentServer
-from devnet.cli import LaunchedDevnet
 from indexer.cli import add_commands, cmd_index, config_from_args, main
-from indexer.service import IndexerConfig, UpConfig, start_indexer
-from ladle.up import ready_line
-from runtime.component import UpContext
+from indexer.service import IndexerConfig, ready_info, ready_lines, run_indexer
+from indexer.snapshot import PoolSnapshot
+from protocols.oracle import mainnet_feeds
+from runtime.supervise import ready_line
 from tests.indexer.test_follower_support import SMALL, generate, urls
 
 
@@ -125,27 +125,29 @@ def test_the_index_command_registers_on_ladle_subparsers() -> None:
     assert defaults.electrum == ("tcp://127.0.0.1:50001",) and defaults.start_height is None
 
 
-async def test_ladle_up_component_syncs_before_it_is_ready() -> None:
+async def test_ready_info_is_the_synced_index(tmp_path: Path) -> None:
     net, result = await generate(SMALL.replace(seed=9))
-    http = DocumentServer("127.0.0.1", 0)
-    await http.start()
     try:
-        ctx = UpContext(argparse.Namespace())
-        ctx.devnet = LaunchedDevnet(net, http, result)
-        started = await start_indexer(ctx, UpConfig())
-        assert started is not None
+        db = str(tmp_path / "index.sqlite")
+        config = IndexerConfig(
+            electrum=tuple(urls(net)), db=db, start_height=0, progress=False, registry_fetch=False
+        )
+        snapshot = PoolSnapshot()
+        synced = asyncio.Event()
+        task = asyncio.create_task(run_indexer(config, ready=synced, snapshot=snapshot))
         try:
-            info = started.ready["indexer"]
-            assert isinstance(info, dict)
+            await asyncio.wait_for(synced.wait(), 60)
+            info = ready_info(config, snapshot)
             assert info["height"] == net.nodes[0].height
             assert info["pools"] == sum(1 for p in result.ledger.pools if p.status == "active")
-            assert Path(str(info["db"])).exists()
-            line = ready_line([started])
+            assert info["db"] == db and Path(db).exists()
+            assert info["feeds"] == [f.category for f in mainnet_feeds().feeds]
+            line = ready_line({"indexer": info})
             assert orjson.loads(line.split(" ", 1)[1])["indexer"] == info
-            assert "indexer: synced to height" in started.lines[0]
+            assert "indexer: synced to height" in ready_lines(config, snapshot)[0]
         finally:
-            await started.stop()
-        assert not Path(str(info["db"])).exists()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     finally:
-        await http.close()
         await net.stop()

@@ -1,10 +1,11 @@
 """The explorer's routes without a browser: pages, static and vendor files, the whitelist and
-path checks (no traversal), the configuration document, and `ladle up`'s plumbing into it.
+path checks (no traversal), the configuration document, and the file `ladle up` fills it from.
 No database is needed: these routes never read the index."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -17,8 +18,6 @@ from rest.cli import add_arguments, config_from_args
 from rest.config import RestConfig
 from rest.explorer import ExplorerEnv, explorer_routes
 from rest.explorer.routes import NODE_MODULES, PAGE_FILES, PAGES, STATIC, VENDOR
-from rest.service import up_env
-from runtime.component import Started, UpContext
 
 ROUTER = "ws://127.0.0.1:1/"
 BROADCAST = "http://127.0.0.1:2"
@@ -183,25 +182,23 @@ async def test_config_without_services_is_all_null(bare: httpx.AsyncClient) -> N
     assert body["wallets"] == [] and body["router"] is None and body["broadcast"] is None
 
 
-async def _noop() -> None:
-    return None
-
-
-def test_up_env_reads_the_ready_line_as_it_grows() -> None:
-    ctx = UpContext(argparse.Namespace())
-    assert up_env(ctx)["router"] is None  # before the router has started
-    electrum = [{"node": 0, "ws": "ws://127.0.0.1:5"}]
-    ctx.started["devnet"] = Started(
-        "devnet", {"electrum": electrum, "wallets": [WALLET]}, [], _noop
-    )
-    ctx.started["router"] = Started(
-        "router", {"router": ROUTER, "router_fee": {"bps": 10}}, [], _noop
-    )
-    ctx.started["broadcast"] = Started("broadcast", {"broadcast": BROADCAST}, [], _noop)
-    got = up_env(ctx)
-    assert got["router"] == ROUTER and got["broadcast"] == BROADCAST
-    assert got["electrum_ws"] == "ws://127.0.0.1:5" and got["wallets"] == [WALLET]
-    assert orjson.loads(orjson.dumps(got))["router_fee"] == {"bps": 10}
+def test_the_explorer_env_file_is_read_over_the_options(tmp_path: Path) -> None:
+    """`ladle up` writes the services' addresses once they run; the data API, started before,
+    reads the file on each request (options first, the file's keys over them)."""
+    path = tmp_path / "explorer.json"
+    config = parse_rest("--explorer-env", str(path), "--network-label", "devnet")
+    assert config.explorer_env is not None
+    assert config.explorer_env()["router"] is None  # no file yet: the options alone
+    path.write_bytes(orjson.dumps({"router": ROUTER, "wallets": [WALLET]}))
+    got = config.explorer_env()
+    assert got["router"] == ROUTER and got["wallets"] == [WALLET] and got["network"] == "devnet"
+    path.write_bytes(orjson.dumps({"router": ROUTER, "broadcast": BROADCAST, "x": 1}))
+    os.utime(path, ns=(1, 1))  # a change within the clock's resolution is still a change
+    got = config.explorer_env()
+    assert got["broadcast"] == BROADCAST and got["wallets"] == []  # the options' again
+    path.write_bytes(b"{not json")
+    os.utime(path, ns=(2, 2))
+    assert config.explorer_env()["router"] is None  # a broken file: the options alone
 
 
 def test_explorer_routes_take_no_database() -> None:

@@ -131,26 +131,3 @@ def test_command_line_options() -> None:
         config_from_args(parse("--rate-limit", "-1"))
     with pytest.raises(ValueError, match="port"):
         config_from_args(parse("--port", "70000"))
-
-
-async def test_ladle_up_component(world: World) -> None:
-    from rest.service import UpConfig, start_in_up
-    from runtime.component import Started, UpContext
-
-    async def nothing() -> None:
-        return None
-
-    ctx = UpContext(argparse.Namespace())
-    options = UpConfig(host="127.0.0.1", port=0)
-    assert await start_in_up(ctx, options) is None  # no indexer, no API
-    ctx.started["indexer"] = Started("indexer", {"indexer": {"db": str(world.db)}}, [], nothing)
-    started = await start_in_up(ctx, options)
-    assert started is not None
-    try:
-        url = started.ready["rest"]
-        assert isinstance(url, str) and started.lines[0].startswith(f"rest: {url}")
-        async with httpx.AsyncClient(base_url=url) as client:
-            health = (await client.get("/health")).json()
-            assert health["index_height"] == max(world.oracle.blocks)
-    finally:
-        await started.stop()

@@ -24,8 +24,8 @@ from websockets.exceptions import InvalidStatus
 from devnet.scenario import ScenarioResult
 from devnet.service import Devnet
 from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
-from router.cli import READY
 from router.pools import BCH
+from runtime.supervise import READY
 from tests.conftest import ROOT
 from tests.indexer.test_follower_support import SMALL, generate, urls, wait_until
 from tests.router.helpers import FEE_WALLET
@@ -74,7 +74,9 @@ async def standalone(tmp_path: Path, *extra: str) -> AsyncIterator[Standalone]:
                 cwd=ROOT,
             )
         lines, ready = await _ready_line(proc)
-        assert lines[0].startswith(f"router: {ready['router']} (")
+        assert lines[0].startswith(f"indexer: synced to height {ready['height']}, ")
+        assert any(line.startswith(f"router: {ready['router']} (") for line in lines)
+        assert ready["indexer"]["height"] == ready["height"]
         yield Standalone(net, scenario, proc, ready, stderr)
     finally:
         if proc is not None and proc.returncode is None:

@@ -1,0 +1,184 @@
+"""`ladle rest --workers 2` as a process over one index that grows under it: both workers give
+the same bodies and ETags for the same index state and both move on a new block; a worker
+killed with SIGKILL is restarted while the other answers; the parent's SIGTERM stops them all,
+and its SIGKILL takes them down with it.
+
+A request reaches the chosen worker because the others are stopped (SIGSTOP) meanwhile: they
+then do not accept, and the shared socket's queue goes to the one that runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+
+from indexer.index import open_store
+from tests.indexer.test_store_scenario import CATEGORIES, Scenario, apply_all, rev
+from tests.runtime.procs import alive, children, cmdline, descendants
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Rest:
+    proc: asyncio.subprocess.Process
+    url: str
+
+    def workers(self) -> list[int]:
+        """The worker processes: the children of the pool's fork server."""
+        for child in children(self.proc.pid):
+            if any("forkserver" in part for part in cmdline(child)):
+                return children(child)
+        return []
+
+    async def get(
+        self, worker: int, path: str, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """`path` answered by `worker` alone (the others stopped meanwhile)."""
+        others = [w for w in self.workers() if w != worker]
+        for pid in others:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            async with httpx.AsyncClient(base_url=self.url, timeout=10) as client:
+                return await client.get(path, headers=headers)
+        finally:
+            for pid in others:
+                os.kill(pid, signal.SIGCONT)
+
+
+@asynccontextmanager
+async def ladle_rest(db: Path, workers: int = 2) -> AsyncIterator[Rest]:
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "ladle", "rest", "--db", str(db), "--port", "0"),
+        *("--workers", str(workers), "--rate-limit", "0", "--stale-after", "0"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = orjson.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        assert ready["workers"] == workers and ready["db"] == str(db)
+        rest = Rest(proc, ready["rest"])
+        assert len(rest.workers()) == workers
+        yield rest
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def wait_until(check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.1)
+
+
+def paths() -> list[str]:
+    token = rev(CATEGORIES[0]).hex()
+    return [
+        "/dex/contract/count",
+        f"/tokenpool/pool/active?token={token}",
+        f"/dex/price/{token}/candlesticks?start=0&end=4000000000&stepsize=86400",
+        "/dex/tx/latest?limit=5",
+    ]
+
+
+async def test_workers_agree_on_bodies_and_etags_and_move_together(tmp_path: Path) -> None:
+    scenario = Scenario(seed=41)
+    for _ in range(16):
+        scenario.next_block(actions=6)
+    db = tmp_path / "index.sqlite"
+    store = await open_store(db)
+    try:
+        await apply_all(store, scenario.blocks[:10])
+        async with ladle_rest(db) as rest:
+            a, b = rest.workers()
+            before = {}
+            for path in paths():
+                ra, rb = await rest.get(a, path), await rest.get(b, path)
+                assert ra.status_code == rb.status_code == 200, (path, ra.text)
+                assert ra.headers["x-index-height"] == "10"
+                assert (ra.content, ra.headers["etag"]) == (rb.content, rb.headers["etag"])
+                before[path] = ra.headers["etag"]
+
+            await apply_all(store, scenario.blocks[10:])
+
+            async def both_moved() -> bool:
+                heights = [(await rest.get(w, "/health")).json()["index_height"] for w in (a, b)]
+                return heights == [16, 16]
+
+            await wait_until(both_moved)
+            for path in paths():
+                ra, rb = await rest.get(a, path), await rest.get(b, path)
+                assert (ra.content, ra.headers["etag"]) == (rb.content, rb.headers["etag"])
+                assert ra.headers["x-index-height"] == "16"
+                assert ra.headers["etag"] != before[path], path
+                # A client holding the old ETag gets the new answer from either worker.
+                old = {"If-None-Match": before[path]}
+                for w in (a, b):
+                    assert (await rest.get(w, path, old)).status_code == 200, path
+    finally:
+        await store.close()
+
+
+async def test_a_killed_worker_is_replaced_while_the_other_answers(tmp_path: Path) -> None:
+    scenario = Scenario(seed=42)
+    for _ in range(6):
+        scenario.next_block(actions=4)
+    db = tmp_path / "index.sqlite"
+    store = await open_store(db)
+    await apply_all(store, scenario.blocks)
+    await store.close()
+    async with ladle_rest(db) as rest:
+        victim, survivor = rest.workers()
+        failures = 0
+        answered = 0
+        async with httpx.AsyncClient(base_url=rest.url, timeout=10) as client:
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    r = await client.get("/dex/contract/count")
+                    assert r.status_code == 200
+                    answered += 1
+                except httpx.TransportError:
+                    failures += 1  # at most the request the victim held
+                workers = rest.workers()
+                if len(workers) == 2 and victim not in workers and answered >= 20:
+                    break
+        assert failures <= 1 and answered >= 20
+        replacement = next(w for w in rest.workers() if w != survivor)
+        assert replacement != victim and not alive(victim)
+        r = await rest.get(replacement, "/dex/contract/count")
+        assert r.status_code == 200
+        # SIGTERM: the parent stops every worker and exits 0.
+        tree = descendants(rest.proc.pid)
+        rest.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(rest.proc.wait(), 30) == 0
+        await wait_until(lambda: _none_alive(tree))
+
+
+async def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    db = tmp_path / "index.sqlite"
+    async with ladle_rest(db, workers=2) as rest:
+        tree = descendants(rest.proc.pid)
+        assert len(tree) >= 3  # the fork server and two workers
+        rest.proc.kill()
+        await rest.proc.wait()
+        await wait_until(lambda: _none_alive(tree))
+
+
+async def _none_alive(pids: list[int]) -> bool:
+    return not any(alive(pid) for pid in pids)

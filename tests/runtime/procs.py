@@ -1,0 +1,55 @@
+"""The process tree as Linux shows it in /proc: children, command lines, liveness."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # state, ppid, … (the name may hold spaces)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, dead but not yet reaped by its parent, is not)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return sorted(out)
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    for child in children(pid):
+        found += [child, *descendants(child)]
+    return found
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode() for part in raw.split(b"\0") if part]
+
+
+def child_running(pid: int, *words: str) -> int:
+    """The child of `pid` whose command line holds `words` in order (e.g. "ladle", "rest")."""
+    for child in children(pid):
+        line = cmdline(child)
+        for i in range(len(line) - len(words) + 1):
+            if tuple(line[i : i + len(words)]) == words:
+                return child
+    raise LookupError(f"no child of {pid} runs {' '.join(words)}")
