@@ -29,6 +29,7 @@ from rest.index_tokens import IndexRegistry, IndexSource, IndexUsdOracle, Regist
 from rest.mempool import MempoolOverlay
 from rest.metrics import Metrics
 from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
+from rest.pages import Anchors
 from rest.ratelimit import RateLimiter
 from rest.tokenlist import TokenTable
 
@@ -79,6 +80,7 @@ class ApiContext:
     limiter: RateLimiter | None
     registry_tables: RegistryTables  # revision of the registry tables, for /registry answers
     mempool: MempoolOverlay  # revision of the mempool overlay, for the pool listings
+    anchors: Anchors = field(default_factory=Anchors)  # deep pages of the chain-ordered listings
     chain_height: int | None = None  # last answer of config.chain_tip
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from indexer.store.listing import Listing, Seek
 from protocols.lending import v1, v11
 
 HISTORY_DEFAULT, HISTORY_MAX = 50, 200
@@ -132,32 +133,47 @@ def _action(r: Any) -> ActionOut:
     )  # fmt: skip
 
 
+def history_listing(version: str) -> Listing:
+    """A version's loan actions, newest first: by height, position in the block, then the
+    action's number in its transaction (all descending)."""
+    return Listing(
+        "lending_actions", ("height", "position", "seq"), (True, True, True), "version = ?",
+        (version,),
+    )  # fmt: skip
+
+
 async def history(
     conn: aiosqlite.Connection,
     version: str,
     offset: int = 0,
     limit: int = HISTORY_DEFAULT,
     nfths: Sequence[str] | None = None,
+    start: Seek | None = None,
 ) -> list[ActionOut]:
-    """Actions newest first; `nfths`: only these borrower hashes (64-hex each)."""
+    """The page of `history_listing(version)` at `offset` (or where `start` puts it; not
+    with `nfths`); `nfths`: only these borrower hashes (64-hex each)."""
     _check_limit(limit, HISTORY_MAX)
     if offset < 0:
         raise ValueError("offset cannot be negative")
-    params: list[object] = [version]
-    where = "WHERE version = ?"
+    start = start or Seek("", [], offset)
+    if start.empty:
+        return []
+    listing = history_listing(version)
+    params: list[object] = [*listing.params, *start.params]
+    where = listing.filtered(start.where)
     if nfths:
         if len(nfths) > NFTHS_MAX:
             raise ValueError(f"at most {NFTHS_MAX} NFT hashes")
         where += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
         params += [_hash(h) for h in nfths]
-    order = "ORDER BY height DESC, position DESC, seq DESC"
+    order = f"ORDER BY {listing.order()}"
     # The page's keys first, from the (version, height, position, seq) index alone, then the
     # columns of just those rows: a deep OFFSET skips index entries, not whole table rows.
     sql = (
         f"{_ACTION}JOIN (SELECT txid, seq FROM lending_actions {where} {order} LIMIT ? OFFSET ?)"
         f" AS page USING (txid, seq) {order}"
     )
-    rows = await conn.execute_fetchall(sql, [*params, limit, offset])
+    rows = await conn.execute_fetchall(sql, [*params, limit, start.offset])
     return [_action(r) for r in rows]
 
 
