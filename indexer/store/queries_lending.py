@@ -86,9 +86,11 @@ async def active_loans(
         _check_limit(limit, LOANS_MAX)
     if offset < 0:
         raise ValueError("offset cannot be negative")
+    order = "ORDER BY height, position, vout"
+    # The page's keys from the covering `lending_loans_live` alone, then their columns.
     rows = await conn.execute_fetchall(
-        _LOAN + "WHERE version = ? AND spent_height IS NULL ORDER BY height, position, vout "
-        "LIMIT ? OFFSET ?",
+        f"{_LOAN}JOIN (SELECT txid, vout FROM lending_loans WHERE version = ? AND spent_height "
+        f"IS NULL {order} LIMIT ? OFFSET ?) AS page USING (txid, vout) {order}",
         (version, -1 if limit is None else limit, offset),
     )
     return [_loan(r) for r in rows]

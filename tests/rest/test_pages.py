@@ -1,8 +1,9 @@
-"""Deep pages (`rest.pages`): every page of the offset-paged listings, started from an anchor,
-holds exactly the rows of the plain `LIMIT ? OFFSET ?` query they replace (kept here as the
-reference), at offsets from 0 to beyond the end, on a real index: the devnet scenario's, and
-generated rows (transactions trading several tokens, several actions per transaction) that
-then grow by blocks and go through a reorg, so the anchors are extended and rebuilt."""
+"""Deep pages (`rest.pages`): every page of the offset-paged listings (started from an anchor,
+or keys first from a covering index) holds exactly the rows of the plain `LIMIT ? OFFSET ?`
+query it replaces (kept here as the reference), at offsets from 0 to beyond the end, on a
+real index: the devnet scenario's, and generated rows (transactions trading several tokens,
+several actions and loans per transaction) that then grow by blocks and go through a reorg,
+so the anchors are extended and rebuilt."""
 
 from __future__ import annotations
 
@@ -57,6 +58,18 @@ async def count(conn: aiosqlite.Connection, sql: str, *params: object) -> int:
     return int(rows[0][0])
 
 
+async def old_loans(
+    conn: aiosqlite.Connection, version: str, limit: int, offset: int
+) -> list[ql.LoanRow]:
+    rows = await conn.execute_fetchall(
+        "SELECT txid, vout, version, borrower_hash, delegate_hash, principal, rate_bp, loan_ts, "
+        "collateral, height, time FROM lending_loans WHERE version = ? AND spent_height IS NULL "
+        "ORDER BY height, position, vout LIMIT ? OFFSET ?",
+        (version, limit, offset),
+    )
+    return [ql._loan(r) for r in rows]
+
+
 def offsets(n: int, stride: int) -> list[int]:
     """0, around every anchor boundary, the middle, the last rows, the end and beyond."""
     picks = {0, 1, n // 2, n - 1, n, n + 1, n + 7 * stride, 100_000}
@@ -93,6 +106,16 @@ async def check_all_pages(conn: aiosqlite.Connection, anchors: Anchors, tip: Ind
                 page = await ql.history(conn, version, offset, limit, None, start)
                 assert page == await old_history(conn, version, limit, offset), (version, offset)
                 compared += bool(page)
+        live = await count(
+            conn,
+            "SELECT count(*) FROM lending_loans WHERE version = ? AND spent_height IS NULL",
+            version,
+        )
+        for offset in offsets(live, anchors.stride):
+            for limit in (1, 4, 50):
+                loans = await ql.active_loans(conn, version, offset, limit)
+                assert loans == await old_loans(conn, version, limit, offset), (version, offset)
+                compared += bool(loans)
     return compared
 
 
@@ -139,6 +162,13 @@ async def add_blocks(
                     "INSERT INTO cauldron_trades VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (txid, cat, h, t, pos, "buy", 10, -5, 10, 5, 1, 1, 1),
                 )
+            for vout in range(rng.randrange(0, 3)):  # loans: live, or spent in this block
+                spent = rng.random() < 0.3
+                await conn.execute(
+                    f"INSERT INTO lending_loans VALUES ({', '.join('?' * 17)})",
+                    (txid, vout, rng.choice(["v1", "v11"]), _id("b", vout), None, 5, 7, t,
+                     300, h, t, t - 3000, pos, *((txid, h, t, "repay") if spent else (None,) * 4)),
+                )  # fmt: skip
             if rng.random() < 0.5:
                 version = rng.choice(["v1", "v11"])
                 for seq in range(rng.randrange(1, 4)):
@@ -167,7 +197,7 @@ async def test_pages_as_the_chain_grows_and_reorgs(tmp_path: Path, seed: int) ->
         assert await check_all_pages(conn, anchors, await tip_of(conn)) > 100
         await add_blocks(conn, 31, 40, "a", rng)  # the anchors are extended
         assert await check_all_pages(conn, anchors, await tip_of(conn)) > 100
-        for table in ("cauldron_trades", "lending_actions", "blocks"):  # a reorg at 36
+        for table in ("cauldron_trades", "lending_actions", "lending_loans", "blocks"):  # reorg
             await conn.execute(f"DELETE FROM {table} WHERE height >= 36")
         await add_blocks(conn, 36, 45, "b", rng)
         assert await check_all_pages(conn, anchors, await tip_of(conn)) > 100
