@@ -1,4 +1,5 @@
-"""The HTTP API: `POST /broadcast` and `GET /broadcast/status/<txid>` (Starlette).
+"""The HTTP API: `POST /broadcast` and `GET /broadcast/status/<txid>` (Starlette), with
+`GET /health` and `GET /metrics` for operators.
 
 Every answer is JSON, errors included: `{"error": {"code", "message", "details"?}}` with the
 documented statuses (400, 404, 405, 413, 415, 422, 502). Nothing reaches the client as a bare
@@ -31,11 +32,14 @@ from broadcast.errors import (
     METHOD_NOT_ALLOWED,
     NOT_FOUND,
     PAYLOAD_TOO_LARGE,
-    ApiError,
+    broadcast_error,
 )
+from broadcast.metrics import BroadcastMetrics, RequestMetrics
 from broadcast.request import JSON_TYPE, check_content_type, check_txid, parse_request
 from broadcast.service import BroadcastService
 from runtime.catchall import CatchAll
+from runtime.errors import ApiError
+from runtime.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +53,6 @@ class JsonResponse(Response):
         return orjson.dumps(content)
 
 
-def error_response(error: ApiError) -> JsonResponse:
-    return JsonResponse(error.body(), status_code=error.status)
-
-
 async def read_body(request: Request, limit: int) -> bytes:
     """The body, or PAYLOAD_TOO_LARGE past `limit` bytes. An oversized body is drained rather
     than left unread, so the client gets the 413 instead of a reset connection."""
@@ -61,9 +61,9 @@ async def read_body(request: Request, limit: int) -> bytes:
         try:
             size = int(declared)
         except ValueError:
-            raise ApiError(BAD_REQUEST, "Content-Length is not a number") from None
+            raise broadcast_error(BAD_REQUEST, "Content-Length is not a number") from None
         if size > DRAIN_LIMIT:
-            raise ApiError(PAYLOAD_TOO_LARGE, f"the body may be at most {limit} bytes")
+            raise broadcast_error(PAYLOAD_TOO_LARGE, f"the body may be at most {limit} bytes")
     chunks: list[bytes] = []
     received = 0
     async for chunk in request.stream():
@@ -73,7 +73,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         elif received > DRAIN_LIMIT:
             break
     if received > limit:
-        raise ApiError(
+        raise broadcast_error(
             PAYLOAD_TOO_LARGE, f"the body is {received} bytes; at most {limit} are accepted"
         )
     return b"".join(chunks)
@@ -81,6 +81,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
     """The ASGI app. With `manage`, the app's lifespan starts and closes `service`."""
+    metrics = BroadcastMetrics()
 
     async def post_broadcast(request: Request) -> Response:
         check_content_type(request.headers.getlist("content-type"))
@@ -91,22 +92,38 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
         txid = check_txid(request.path_params["txid"])
         return JsonResponse(await service.status(txid))
 
+    async def get_health(request: Request) -> Response:
+        doc = service.health()
+        status = 503 if doc["status"] == "unavailable" else 200
+        return JsonResponse(doc, status_code=status, headers={"Cache-Control": "no-store"})
+
+    async def get_metrics(request: Request) -> Response:
+        heard = service.health()
+        metrics.best_height.set(heard["best_height"])
+        metrics.nodes_connected.set(heard["connected"])
+        for node in heard["nodes"]:
+            metrics.node_connected.labels(node["name"]).set(int(node["connected"]))
+            if node["lag_blocks"] is not None:
+                metrics.node_lag_blocks.labels(node["name"]).set(node["lag_blocks"])
+        return Response(
+            metrics.render(), headers={"Cache-Control": "no-store"}, media_type=CONTENT_TYPE
+        )
+
     async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
-        return error_response(exc)
+        return exc.response()
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405:
-            error = ApiError(METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
-            response = error_response(error)
+            error = broadcast_error(METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
+            response = error.response()
             if exc.headers:
                 response.headers.update(exc.headers)
             return response
         if exc.status_code == 404:
-            return error_response(ApiError(NOT_FOUND, f"no such endpoint: {request.url.path}"))
-        body = {"error": {"code": BAD_REQUEST, "message": str(exc.detail)}}
-        return JsonResponse(body, status_code=exc.status_code)
+            return broadcast_error(NOT_FOUND, f"no such endpoint: {request.url.path}").response()
+        return ApiError(exc.status_code, BAD_REQUEST, str(exc.detail)).response()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -122,8 +139,11 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
         routes=[
             Route("/broadcast", post_broadcast, methods=["POST"]),
             Route("/broadcast/status/{txid}", get_status, methods=["GET"]),
+            Route("/health", get_health, methods=["GET"]),
+            Route("/metrics", get_metrics, methods=["GET"]),
         ],
         middleware=[
+            Middleware(RequestMetrics, metrics=metrics),
             # Open to browsers: a web wallet (the explorer's swap page) posts its signed
             # transaction here from another origin.
             Middleware(
@@ -148,11 +168,11 @@ def create_app(service: BroadcastService, *, manage: bool = True) -> Starlette:
 def _internal_error(scope: Scope) -> ASGIApp:
     """What `CatchAll` answers: on POST /broadcast the outcome is unknown, so say where to look."""
     if scope["method"] == "POST" and scope["path"] == "/broadcast":
-        error = ApiError(
+        error = broadcast_error(
             BROADCAST_FAILED,
             "internal error; the transaction may or may not have been sent: check "
             "GET /broadcast/status/<txid>",
         )
     else:
-        error = ApiError(INTERNAL_ERROR, "internal error (logged on the server)")
-    return error_response(error)
+        error = broadcast_error(INTERNAL_ERROR, "internal error (logged on the server)")
+    return error.response()

@@ -61,7 +61,11 @@ def add_commands(subparsers: Any) -> None:
         help="an Electrum server to broadcast to (repeat for each node), e.g. "
         "tcp://127.0.0.1:50001 or wss://host:50004,2",
     )
-    parser.add_argument("--config", help="JSON configuration file (nodes, db, record_ttl, …)")
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="JSON settings file (nodes with weights and timeouts, db, record_ttl, protection, …)",
+    )
     parser.add_argument("--db", help=f"SQLite file for status records (default {DEFAULT_DB})")
     parser.add_argument(
         "--timeout",
@@ -96,13 +100,13 @@ def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
         options["recheck_interval"] = args.recheck_interval
     if args.no_verify:
         options["verify_scripts"] = False
-    if args.config:
-        config = load_config(args.config)
+    if args.settings:
+        config = load_config(args.settings)
         if args.node:
             config = replace(config, nodes=make_config(args.node, timeout=args.timeout).nodes)
         return replace(config, **options)
     if not args.node:
-        raise ValueError("give at least one --node URL[,WEIGHT] (or --config FILE)")
+        raise ValueError("give at least one --node URL[,WEIGHT] (or --settings FILE)")
     return make_config(args.node, timeout=args.timeout, **options)
 
 

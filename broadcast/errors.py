@@ -1,9 +1,11 @@
-"""API errors: an HTTP status, a machine-readable code and a message, answered as
-`{"error": {"code", "message", "details"?}, …}`."""
+"""The broadcast API's error codes (the spec's, upper case) and their statuses, answered as
+`{"error": {"code", "message", "details"?}, …}` (`runtime.errors.ApiError`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from runtime.errors import ApiError
 
 BAD_REQUEST = "BAD_REQUEST"
 REJECTED = "REJECTED"
@@ -31,29 +33,18 @@ HTTP_STATUS = {
 }
 
 
-class ApiError(Exception):
-    """Raised anywhere below the HTTP layer; `extra` adds top-level members (txid,
-    diagnosis) next to `error`."""
-
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        details: dict[str, Any] | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details = details
-        self.extra = extra or {}
-
-    @property
-    def status(self) -> int:
-        return HTTP_STATUS[self.code]
-
-    def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details is not None:
-            error["details"] = self.details
-        return {"error": error, **self.extra}
+def broadcast_error(
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> ApiError:
+    """The broadcast API's error: its status follows from `code`; `details` go inside the error
+    object, `extra` (txid, diagnosis) beside it."""
+    return ApiError(
+        HTTP_STATUS[code],
+        code,
+        message,
+        fields=None if details is None else {"details": details},
+        members=extra,
+    )

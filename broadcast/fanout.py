@@ -14,7 +14,6 @@ accepted transactions are followed until they are confirmed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -24,6 +23,7 @@ from broadcast.nodes import NodeLink, NodeUnavailable
 from broadcast.records import BroadcastRecord, RecordStore
 from broadcast.status import Status
 from broadcast.verdicts import Classification, Outcome, Reason, Verdict
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,7 @@ class Broadcaster:
     async def close(self) -> None:
         """Stop outstanding node calls (their verdicts stay outstanding, to be re-checked after
         a restart) and let the writes already started finish."""
-        asks = list(self._asks)
-        for task in asks:
-            task.cancel()
-        for task in asks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(list(self._asks))
         if self._saves:
             await asyncio.gather(*self._saves, return_exceptions=True)
 

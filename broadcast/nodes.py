@@ -21,6 +21,7 @@ from broadcast.verdicts import (
     classify_error,
 )
 from indexer.electrum import Backoff, ElectrumClient, ElectrumClientError, ElectrumError
+from indexer.electrum.health import MAX_RECONNECT_DELAY
 
 CLIENT_NAME = "ladle-broadcast"
 T = TypeVar("T")
@@ -44,7 +45,9 @@ class NodeLink:
             retries=0,
             give_up_after=0.0,
             extensions=False,
-            backoff=Backoff(base=reconnect_backoff, cap=max(reconnect_backoff, 30.0)),
+            backoff=Backoff(
+                base=reconnect_backoff, cap=max(reconnect_backoff, MAX_RECONNECT_DELAY)
+            ),
         )
 
     def __repr__(self) -> str:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from broadcast.errors import BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE, ApiError
+from broadcast.errors import BAD_REQUEST, UNSUPPORTED_MEDIA_TYPE, broadcast_error
 from broadcast.protection import Protection
+from runtime.errors import ApiError
 
 FIELDS = ("tx", "dry_run", "diagnosis", "protection")
 _NOT_HEX = re.compile(r"[^0-9a-fA-F]")
@@ -34,7 +35,7 @@ class BroadcastRequest:
 
 
 def _bad(message: str) -> ApiError:
-    return ApiError(BAD_REQUEST, message)
+    return broadcast_error(BAD_REQUEST, message)
 
 
 def parse_request(body: bytes) -> BroadcastRequest:
@@ -82,11 +83,13 @@ def check_content_type(values: list[str]) -> None:
     whose only parameter (if any) is `charset=utf-8` (case-insensitive, quoted or not)."""
     if len(values) != 1:
         found = "none" if not values else f"{len(values)} headers"
-        raise ApiError(UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {JSON_TYPE}, got {found}")
+        raise broadcast_error(
+            UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {JSON_TYPE}, got {found}"
+        )
     value = values[0]
     media_type, *parameters = value.split(";")
     if media_type.strip(" \t").lower() != JSON_TYPE:
-        raise ApiError(
+        raise broadcast_error(
             UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {JSON_TYPE}, got {value[:100]!r}"
         )
     for parameter in parameters:
@@ -95,7 +98,7 @@ def check_content_type(values: list[str]) -> None:
             continue  # RFC 9110 allows empty parameters ("application/json;")
         match = _PARAMETER.fullmatch(parameter)
         if match is None or match.group(1).lower() != "charset":
-            raise ApiError(
+            raise broadcast_error(
                 UNSUPPORTED_MEDIA_TYPE,
                 "the only Content-Type parameter accepted is charset=utf-8, "
                 f"got {parameter[:100]!r}",
@@ -104,7 +107,7 @@ def check_content_type(values: list[str]) -> None:
         if charset.startswith('"'):
             charset = re.sub(r"\\(.)", r"\1", charset[1:-1])
         if charset.lower() != "utf-8":
-            raise ApiError(
+            raise broadcast_error(
                 UNSUPPORTED_MEDIA_TYPE,
                 f"the body must be UTF-8 JSON; charset {charset[:100]!r} is not accepted",
             )

@@ -10,7 +10,6 @@ and no majority rejected → BROADCAST_FAILED (outcome unknown, re-checked in th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -27,10 +26,10 @@ from broadcast.errors import (
     PROTECTION_REJECTED,
     REJECTED,
     TRANSACTION_NOT_FOUND,
-    ApiError,
+    broadcast_error,
 )
 from broadcast.fanout import Broadcaster
-from broadcast.nodes import NodeLink
+from broadcast.nodes import CLIENT_NAME, NodeLink
 from broadcast.protection import Protection, check_protection, inputs_unknown
 from broadcast.records import BroadcastRecord, RecordStore
 from broadcast.request import BroadcastRequest
@@ -43,6 +42,10 @@ from broadcast.spent import (
 )
 from broadcast.status import Status
 from broadcast.verdicts import Reason, node_message
+from indexer.electrum import ServerAddress
+from indexer.freshness import lag_of
+from indexer.tipwatch import TipWatch
+from runtime.tasks import cancel_and_wait
 from verify.libauth import AsyncLibauthVerifier
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,9 @@ class BroadcastService:
         self.config = config
         self.clock = clock
         self.links = [NodeLink(n, reconnect_backoff=config.reconnect_backoff) for n in config.nodes]
+        # The best tip the nodes announce, and which of them are reachable (for /health).
+        self.tips = TipWatch([n.url for n in config.nodes], client_name=CLIENT_NAME)
+        self.started = clock()
         nodes = NodeSpentOutputs(self.links)
         self.source: SpentOutputSource = spent_source or nodes
         self.view: ChainView = nodes if spent_source is None else SourcedView(spent_source, nodes)
@@ -97,6 +103,7 @@ class BroadcastService:
             missing_inputs_retry=self.config.missing_inputs_retry,
             clock=self.clock,
         )
+        await self.tips.start()
         loop = asyncio.get_running_loop()
         self._rechecker = loop.create_task(self._recheck_loop())
         # Connect to every node now, so that the first broadcast does not pay for handshakes.
@@ -106,17 +113,14 @@ class BroadcastService:
         await asyncio.gather(*(link.connect() for link in self.links))
 
     async def close(self) -> None:
-        for task in (self._rechecker, self._warmup):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(t for t in (self._rechecker, self._warmup) if t is not None)
         if self._broadcaster is not None:
             await self._broadcaster.close()
         if self._store is not None:
             await self._store.close()
         for link in self.links:
             await link.close()
+        await self.tips.close()
         if self._own_verifier and self.verifier is not None:
             await self.verifier.close()
 
@@ -126,6 +130,36 @@ class BroadcastService:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def health(self) -> dict[str, Any]:
+        """`GET /health` (docs/broadcast.md): `ok` while every node's tip is heard, `degraded`
+        while some are not, `unavailable` while none is; the best tip heard of and each node's
+        connection and lag behind it."""
+        heard = self.tips.heard()
+        lag = lag_of(None, heard, self.clock())
+        best = lag.best_height
+        nodes = []
+        for link in self.links:
+            height = self.tips.server_heights.get(ServerAddress.parse(link.config.url))
+            nodes.append(
+                {
+                    "name": link.name,
+                    "connected": height is not None,
+                    "height": height,
+                    "lag_blocks": None if height is None or best is None else max(0, best - height),
+                }
+            )
+        connected = sum(1 for n in nodes if n["connected"])
+        status = "ok" if connected == len(nodes) else "degraded" if connected else "unavailable"
+        return {
+            "status": status,
+            "best_height": best,
+            "best_hash": lag.best_hash,
+            "best_time": lag.best_time,
+            "nodes": nodes,
+            "connected": connected,
+            "uptime_seconds": int(self.clock() - self.started),
+        }
 
     @property
     def broadcaster(self) -> Broadcaster:
@@ -156,7 +190,7 @@ class BroadcastService:
     async def status(self, txid: str) -> dict[str, Any]:
         record = await self.broadcaster.record(txid)
         if record is None:
-            raise ApiError(
+            raise broadcast_error(
                 TRANSACTION_NOT_FOUND,
                 f"no broadcast record for {txid} (never broadcast here, or expired)",
             )
@@ -169,7 +203,7 @@ class BroadcastService:
             if request.dry_run:
                 validation = malformed(f"not a transaction: {exc} (TX decode failed)")
                 return {"txid": None, "dry_run": True, "validation": validation.to_json()}
-            raise ApiError(BAD_REQUEST, f"not a valid transaction: {exc}") from None
+            raise broadcast_error(BAD_REQUEST, f"not a valid transaction: {exc}") from None
         rules = request.protection if request.protection is not None else self.config.protection
         if request.dry_run:
             await self._protect(tx, rules)
@@ -186,7 +220,7 @@ class BroadcastService:
         try:
             infos = await self.source.spent_outputs([i.outpoint for i in tx.inputs])
         except SourceUnavailable as exc:
-            raise ApiError(
+            raise broadcast_error(
                 BROADCAST_FAILED,
                 f"protection needs the outputs this transaction spends, and no node could be "
                 f"asked: {exc}",
@@ -195,7 +229,7 @@ class BroadcastService:
         missing = [i for i, info in enumerate(infos) if info.output is None]
         if missing:
             violation = inputs_unknown(tx, missing, rules)
-            raise ApiError(
+            raise broadcast_error(
                 PROTECTION_REJECTED,
                 violation.message,
                 violation.details,
@@ -206,7 +240,9 @@ class BroadcastService:
         if violations:
             first = violations[0]
             details = {**first.details, "violations": [v.reason for v in violations]}
-            raise ApiError(PROTECTION_REJECTED, first.message, details, {"txid": tx.txid_hex})
+            raise broadcast_error(
+                PROTECTION_REJECTED, first.message, details, {"txid": tx.txid_hex}
+            )
 
     async def _dry_run(self, tx: Transaction, with_diagnosis: bool) -> dict[str, Any]:
         try:
@@ -214,7 +250,7 @@ class BroadcastService:
                 tx, self.view, verifier=self.verifier, vm_year=self.config.vm_year
             )
         except SourceUnavailable as exc:
-            raise ApiError(
+            raise broadcast_error(
                 BROADCAST_FAILED,
                 f"the dry run needs the nodes, and none could be asked: {exc}",
                 extra={"txid": tx.txid_hex, "dry_run": True},
@@ -283,7 +319,7 @@ class BroadcastService:
             record = await self.broadcaster.complete(record.txid) or record
             found = await diagnose(tx, record, self.source, self.links)
             extra["diagnosis"] = found.to_json()
-        raise ApiError(code, message, details, extra)
+        raise broadcast_error(code, message, details, extra)
 
 
 def _one_line(message: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bch.block import BLOCK_VERSION, BlockHeader, merkle_root, serialize_block
+from bch.block import BLOCK_VERSION, Block, BlockHeader, merkle_root, serialize_block
 from bch.script import OP_RETURN, push_data, push_int
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 
@@ -46,8 +46,8 @@ class BlockRecord:
         return self.header.prev_hash
 
 
-def block_subsidy(height: int) -> int:
-    halvings = height // HALVING_INTERVAL
+def block_subsidy(height: int, halving_interval: int = HALVING_INTERVAL) -> int:
+    halvings = height // halving_interval
     return 0 if halvings >= 64 else INITIAL_SUBSIDY >> halvings
 
 
@@ -69,9 +69,10 @@ def coinbase_transaction(
 
 
 def ctor_order(txs: Sequence[Transaction]) -> list[Transaction]:
-    """Canonical transaction ordering: non-coinbase transactions sorted by txid (as uint256
-    compares them: the wire-order bytes)."""
-    return sorted(txs, key=lambda t: t.txid)
+    """Canonical transaction ordering: non-coinbase transactions sorted by txid as a number
+    (Bitcoin Cash nodes compare uint256 from the most significant byte: the txid's hex order,
+    the wire-order bytes reversed; Bitcoin Cash Node refuses other orders as `tx-ordering`)."""
+    return sorted(txs, key=lambda t: t.txid[::-1])
 
 
 def assemble_block(
@@ -92,3 +93,10 @@ def genesis_block() -> BlockRecord:
     locking = bytes((OP_RETURN,)) + push_data(GENESIS_MESSAGE)
     coinbase = coinbase_transaction(0, INITIAL_SUBSIDY, locking)
     return assemble_block(b"\x00" * 32, GENESIS_TIME, coinbase, [])
+
+
+def block_record(raw: bytes) -> BlockRecord:
+    """A serialized block (e.g. a real node's genesis) as the devnet keeps blocks."""
+    block = Block(raw)
+    txs = tuple(Transaction.from_bytes(block.tx_raw(i)) for i in range(len(block)))
+    return BlockRecord(block.header, txs, block.raw, block.hash)

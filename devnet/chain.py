@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 from bch.script import OP_RETURN, scripthash
 from bch.tx import OutPoint, Transaction, TxOutput
-from devnet.blocks import COINBASE_MATURITY, BlockRecord, block_subsidy, is_coinbase
+from devnet.blocks import (
+    COINBASE_MATURITY,
+    HALVING_INTERVAL,
+    BlockRecord,
+    block_subsidy,
+    is_coinbase,
+)
 
 MTP_SPAN = 11
 
@@ -46,7 +52,8 @@ class _Undo:
 
 
 class Chain:
-    def __init__(self, genesis: BlockRecord) -> None:
+    def __init__(self, genesis: BlockRecord, *, halving_interval: int = HALVING_INTERVAL) -> None:
+        self.halving_interval = halving_interval
         self.blocks: list[BlockRecord] = []
         self.heights: dict[bytes, int] = {}
         self.utxos: dict[OutPoint, Coin] = {}
@@ -134,7 +141,8 @@ class Chain:
             spent_per_tx.append(coins)
         if (
             not genesis_block
-            and sum(o.value for o in txs[0].outputs) > block_subsidy(height) + fees
+            and sum(o.value for o in txs[0].outputs)
+            > block_subsidy(height, self.halving_interval) + fees
         ):
             raise ChainError("bad-cb-amount")
         # Validated: apply.

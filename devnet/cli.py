@@ -10,16 +10,21 @@ fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import shutil
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from bch.wallet import Wallet
 from devnet.bcmr_http import DocumentServer
+from devnet.realnode.rpc import RpcError
 from protocols.ledger import Ledger
 from verify.libauth import AsyncLibauthVerifier
 
 if TYPE_CHECKING:
+    from devnet.realnode.stack import RealNode
     from devnet.scenario.generator import ScenarioResult
     from devnet.service import Devnet
 
@@ -55,10 +60,19 @@ class LaunchConfig:
     start_time: int | None = None
     verify_scenario: bool = False
     ledger: str | None = None
+    bitcoind: str | None = None
+    fulcrum: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ValueError("--nodes must be at least 1")
+        if self.fulcrum is not None and self.bitcoind is None:
+            raise ValueError("--fulcrum needs --bitcoind (Fulcrum reads the devnet's bitcoind)")
+        if self.bitcoind is not None and self.nodes != 1:
+            raise ValueError("--bitcoind runs one node: drop --nodes")
+        for option, binary in (("--bitcoind", self.bitcoind), ("--fulcrum", self.fulcrum)):
+            if binary is not None and shutil.which(binary) is None:
+                raise ValueError(f"{option}: no executable {binary!r} (a path, or a name on PATH)")
         if self.verify_scenario and self.no_verify:
             raise ValueError("--verify-scenario needs script verification: drop --no-verify")
 
@@ -85,6 +99,18 @@ def add_devnet_options(parser: argparse.ArgumentParser) -> None:
         help="do not check broadcast transactions' scripts with libauth (no Node.js needed)",
     )
     g.add_argument("--no-rostrum", action="store_true", help="disable Rostrum's extensions")
+    g.add_argument(
+        "--bitcoind",
+        metavar="PATH",
+        help="run the devnet on a real regtest bitcoind (Bitcoin Cash Node) started from PATH in "
+        "a temporary directory: every transaction and block goes through its RPC",
+    )
+    g.add_argument(
+        "--fulcrum",
+        metavar="PATH",
+        help="with --bitcoind: serve Electrum with Fulcrum (PATH) in front of the node instead "
+        "of the devnet's own server",
+    )
     g.add_argument("--delay", type=float, default=0.0, help="propagation delay between nodes, s")
     g.add_argument(
         "--mine-every",
@@ -134,11 +160,18 @@ class LaunchedDevnet:
     http: DocumentServer
     scenario: ScenarioResult | None
     seed: int = 1  # the scenario seed (also with --no-scenario: it still names the wallets)
+    real: RealNode | None = None  # --bitcoind: the node (and Fulcrum) the chain lives on
+    notes: list[str] = field(default_factory=list)  # what a person should know (lines())
 
     def router_fee_wallet(self) -> Wallet:
         """Where `ladle up`'s router sends its fee: derived from the seed like the scenario's
         own wallets, so a client or test can find, and spend, the fees it was paid."""
-        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee")
+        return Wallet.from_seed(f"ladle scenario {self.seed}/router-fee", self.address_prefix)
+
+    @property
+    def address_prefix(self) -> str:
+        """The CashAddr prefix of the devnet's addresses: `bchreg` on a real regtest node."""
+        return address_prefix(self.real is not None)
 
     @property
     def ledger(self) -> Ledger | None:
@@ -149,9 +182,15 @@ class LaunchedDevnet:
         return self.http.url
 
     def tip_height(self) -> int:
+        """On a real node, the node's height (its own miner may have moved past ours)."""
+        if self.real is not None:
+            with contextlib.suppress(OSError, RpcError):
+                return int(self.real.bitcoind.rpc.call("getblockcount"))
         return self.devnet.nodes[0].height
 
     def electrum(self) -> list[dict[str, object]]:
+        if self.real is not None and self.real.fulcrum is not None:
+            return [self.real.fulcrum.electrum()]
         out: list[dict[str, object]] = []
         for server in self.devnet.servers:
             entry: dict[str, object] = {
@@ -185,6 +224,17 @@ class LaunchedDevnet:
             out.append(entry)
         return out
 
+    def ready(self) -> dict[str, object]:
+        """The devnet's part of the ready line ("bitcoind" only on a real node)."""
+        ready: dict[str, object] = {
+            "electrum": self.electrum(),
+            "wallets": self.wallets(),
+            "devnet": self.info(),
+        }
+        if self.real is not None:
+            ready["bitcoind"] = self.real.info()
+        return ready
+
     def info(self) -> dict[str, object]:
         node = self.devnet.nodes[0]
         info: dict[str, object] = {
@@ -202,6 +252,10 @@ class LaunchedDevnet:
         """What a person reads: endpoints, the history, the wallets to try things with."""
         node = self.devnet.nodes[0]
         out = [f"devnet: {len(self.devnet.nodes)} node(s), height {node.height}"]
+        if self.real is not None:
+            bitcoind = self.real.bitcoind
+            out.append(f"  bitcoind {bitcoind.version} (regtest): RPC {bitcoind.rpc.url}")
+        out += self.notes
         if self.scenario is not None:
             s = self.scenario
             out.append(
@@ -211,7 +265,10 @@ class LaunchedDevnet:
             )
         for e in self.electrum():
             ws = f"  {e['ws']}" if "ws" in e else ""
-            out.append(f"  electrum node {e['node']}: {e['tcp']}{ws}")
+            label = f"electrum node {e['node']}"
+            if self.real is not None and self.real.fulcrum is not None:
+                label = f"electrum ({self.real.fulcrum.version})"
+            out.append(f"  {label}: {e['tcp']}{ws}")
         out.append(f"  http: {self.http.url}  (registries, IPFS gateway /ipfs/, /ledger.json)")
         if self.scenario is not None:
             holdings = {h.name: h for h in self.scenario.holdings}
@@ -226,8 +283,16 @@ class LaunchedDevnet:
         return out
 
     async def stop(self) -> None:
-        await self.http.close()
-        await self.devnet.stop()
+        try:
+            await self.http.close()
+            await self.devnet.stop()
+        finally:
+            if self.real is not None:
+                await self.real.stop()
+
+
+def address_prefix(real_node: bool) -> str:
+    return "bchreg" if real_node else "bitcoincash"
 
 
 def _history_start(config: LaunchConfig, days: int) -> int:
@@ -240,7 +305,9 @@ def _history_start(config: LaunchConfig, days: int) -> int:
 async def launch(config: LaunchConfig) -> LaunchedDevnet:
     """Start the network and the HTTP server, generate the scenario, publish its documents."""
     # Heavy (the network, the generator: ~0.2 s) and needed by `ladle devnet`/`ladle up` only.
+    from devnet.realnode.stack import start_real_node
     from devnet.scenario.generator import ScenarioGenerator
+    from devnet.scenario.lending import MIN_VM_YEAR as LENDING_VM_YEAR
     from devnet.scenario.lending import LendingExtension
     from devnet.scenario.params import PRESETS
     from devnet.scenario.registry import icons
@@ -272,15 +339,40 @@ async def launch(config: LaunchConfig) -> LaunchedDevnet:
         premine=PREMINE,
         block_spacing=PREMINE_SPACING,
         clock_start=start - PREMINE * PREMINE_SPACING,
+        serve=config.fulcrum is None,
     )
     verifier = AsyncLibauthVerifier() if network.verify else None
-    devnet = Devnet(network, verifier=verifier)
+    real = None
+    notes: list[str] = []
+    try:
+        if config.bitcoind is not None:
+            real = await start_real_node(config.bitcoind)
+            network = dataclasses.replace(network, vm_year=real.vm_year)
+        devnet = Devnet(network, verifier=verifier, backend=None if real is None else real.backend)
+    except BaseException:
+        await http.close()
+        if real is not None:
+            await real.stop()
+        raise
     try:
         await devnet.start()
         result = None
         if not config.no_scenario:
-            extensions = () if config.no_lending else (LendingExtension(),)
-            result = await ScenarioGenerator(devnet, params, extensions=extensions).run()
+            extensions: tuple[LendingExtension, ...] = ()
+            if not config.no_lending and network.vm_year < LENDING_VM_YEAR:
+                notes.append(
+                    f"  lending: off (the node enforces the {network.vm_year} rules; the lending "
+                    f"contracts need the {LENDING_VM_YEAR} upgrade's NFT commitments)"
+                )
+            elif not config.no_lending:
+                extensions = (LendingExtension(),)
+            generator = ScenarioGenerator(
+                devnet,
+                params,
+                extensions=extensions,
+                address_prefix=address_prefix(real is not None),
+            )
+            result = await generator.run()
             for path, body in result.documents.items():
                 http.publish(path, body)
             for path, body in icons(result.documents).items():
@@ -290,10 +382,24 @@ async def launch(config: LaunchConfig) -> LaunchedDevnet:
             if config.ledger:
                 with open(config.ledger, "wb") as fh:
                     fh.write(ledger)
-        if config.mine_every > 0:
+        if real is not None:
+            real.backend.release_time()
+            if config.fulcrum is not None:
+                await real.serve_electrum(
+                    config.fulcrum,
+                    host=config.host,
+                    tcp_port=base,
+                    ws_port=base + WS_OFFSET if base else 0,
+                )
+        if config.mine_every > 0 and real is not None and real.fulcrum is not None:
+            miner = Wallet(devnet.network.miner.key, address_prefix(True))
+            real.start_mining(config.mine_every, miner.address)
+        elif config.mine_every > 0:
             devnet.network.start_mining(config.mine_every, spacing=max(1, int(config.mine_every)))
     except BaseException:
         await http.close()
         await devnet.stop()
+        if real is not None:
+            await real.stop()
         raise
-    return LaunchedDevnet(devnet, http, result, params.seed)
+    return LaunchedDevnet(devnet, http, result, params.seed, real, notes)

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 
 from bch.tx import Transaction
 from bch.wallet import Wallet
-from devnet.blocks import BlockRecord, genesis_block
+from devnet.backend import ChainBackend, EmbeddedBackend
+from devnet.blocks import BlockRecord
 from devnet.clock import SimClock
 from devnet.faucet import build_payment
 from devnet.node import Node
@@ -39,6 +40,7 @@ class Network:
         verifier: AsyncLibauthVerifier | None = None,
         miner_seed: str = MINER_SEED,
         vm_year: int = 2026,
+        backend: ChainBackend | None = None,
     ) -> None:
         if n_nodes < 1:
             raise ValueError("a network needs at least one node")
@@ -48,7 +50,7 @@ class Network:
         if verify and verifier is None:
             verifier = AsyncLibauthVerifier()
         self.verifier = verifier
-        genesis = genesis_block()
+        backend = backend or EmbeddedBackend()
         self.nodes = [
             Node(
                 i,
@@ -57,7 +59,8 @@ class Network:
                 verifier=verifier,
                 verify=verify,
                 vm_year=vm_year,
-                genesis=genesis,
+                genesis=backend.genesis,
+                backend=backend,
             )
             for i in range(n_nodes)
         ]

@@ -15,6 +15,7 @@ from bch.hashes import sha256
 from bch.script import scripthash
 from bch.tx import OutPoint, Transaction, TxOutput
 from devnet.acceptance import AlreadyInMempool, Checked, TxRejected, check_transaction
+from devnet.backend import ChainBackend, EmbeddedBackend
 from devnet.blocks import (
     BlockRecord,
     assemble_block,
@@ -91,6 +92,7 @@ class Node:
     verify: bool = False
     vm_year: int = 2026
     genesis: BlockRecord = field(default_factory=genesis_block)
+    backend: ChainBackend = field(default_factory=EmbeddedBackend)
     chain: Chain = field(init=False)
     mempool: Mempool = field(init=False, default_factory=Mempool)
     faults: Faults = field(init=False, default_factory=Faults)
@@ -100,7 +102,7 @@ class Node:
     _pending_touched: set[bytes] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
-        self.chain = Chain(self.genesis)
+        self.chain = Chain(self.genesis, halving_interval=self.backend.halving_interval)
 
     @property
     def name(self) -> str:
@@ -132,6 +134,7 @@ class Node:
                 checked = check_transaction(parsed, self.chain, self.mempool, vm_year=self.vm_year)
             except AlreadyInMempool as known:
                 return str(known)
+        self.backend.submit_tx(checked.tx)
         self._add(checked)
         if self.network is not None:
             self.network.relay_tx(self, checked.tx)
@@ -189,6 +192,7 @@ class Node:
     ) -> list[BlockRecord]:
         """Mine `count` blocks on the tip; the first also carries `txs` (which need not be in the
         mempool: a way to confirm a double spend). Each block is propagated to reachable peers."""
+        self._adopt_foreign()
         mined = []
         for i in range(count):
             if spacing:
@@ -196,11 +200,22 @@ class Node:
             block = self._build_block(
                 locking, txs if i == 0 else (), include_mempool=include_mempool
             )
+            self.backend.submit_block(block)
             self.connect_block(block)
             mined.append(block)
             if self.network is not None:
                 self.network.announce_block(self)
         return mined
+
+    def _adopt_foreign(self) -> None:
+        """Take in what was sent to the real node directly (through Fulcrum, bitcoin-cli), so
+        the blocks built here carry it as the node's own miner would."""
+        foreign = self.backend.foreign_txs(self.mempool.entries.keys())
+        if foreign:
+            self._pending_touched = set()
+            self._readd(foreign)
+            touched, self._pending_touched = self._pending_touched, set()
+            self._emit_scripthashes(touched)
 
     def _build_block(
         self, locking: bytes | None, extra: Sequence[Transaction], *, include_mempool: bool
@@ -227,7 +242,7 @@ class Node:
         fees += sum(self._fee_of(t) for t in extra)
         coinbase = coinbase_transaction(
             height,
-            block_subsidy(height) + fees,
+            block_subsidy(height, self.chain.halving_interval) + fees,
             self.miner_locking if locking is None else locking,
             (self.index << 48) | next(self._nonce),
         )
@@ -280,6 +295,7 @@ class Node:
             for i in range(depth + 1):
                 block = self._build_block(None, txs if i == 0 else (), include_mempool=False)
                 self._connect_raw(block)
+                self.backend.submit_block(block, tip=i == depth)
                 new_blocks.append(block)
 
         self._replace_tip(fork, build)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from devnet.backend import ChainBackend
 from devnet.clock import DEFAULT_START, SimClock
 from devnet.electrum.server import ElectrumServer
 from devnet.network import MINER_SEED, Network
@@ -34,6 +35,7 @@ class DevnetConfig:
     clock_rate: float = 0.0
     miner_seed: str = MINER_SEED
     vm_year: int = 2026
+    serve: bool = True  # listen for Electrum clients (off when Fulcrum is the front)
 
 
 def _port(base: int | None, k: int) -> int | None:
@@ -44,7 +46,11 @@ def _port(base: int | None, k: int) -> int | None:
 
 class Devnet(Service):
     def __init__(
-        self, config: DevnetConfig | None = None, *, verifier: AsyncLibauthVerifier | None = None
+        self,
+        config: DevnetConfig | None = None,
+        *,
+        verifier: AsyncLibauthVerifier | None = None,
+        backend: ChainBackend | None = None,
     ) -> None:
         self.config = config or DevnetConfig()
         c = self.config
@@ -57,6 +63,7 @@ class Devnet(Service):
             verifier=verifier,
             miner_seed=c.miner_seed,
             vm_year=c.vm_year,
+            backend=backend,
         )
         self.servers = [
             ElectrumServer(
@@ -82,8 +89,9 @@ class Devnet(Service):
         if self.config.premine and self.nodes[0].height == 0:
             self.nodes[0].mine(self.config.premine, spacing=self.config.block_spacing)
             await self.network.settle()
-        for server in self.servers:
-            await server.apply_faults()
+        if self.config.serve:
+            for server in self.servers:
+                await server.apply_faults()
 
     async def stop(self) -> None:
         for server in self.servers:

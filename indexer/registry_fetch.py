@@ -33,6 +33,7 @@ from typing import Any
 import aiosqlite
 
 from bch.hashes import sha256
+from indexer.store.sql import Sql
 from protocols.bcmr import DEFAULT_IPFS_GATEWAY, resolve_uri, validate_registry
 
 log = logging.getLogger("ladle.registry_fetch")
@@ -126,7 +127,7 @@ class Due:
 class RegistryFetcher:
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: Sql,
         config: FetchConfig | None = None,
         *,
         clock: Callable[[], float] = time.time,
@@ -289,7 +290,7 @@ def _read_file(path: Path, max_bytes: int) -> Download:
     return Download(str(path), None, body, None)
 
 
-async def fetch_all(conn: aiosqlite.Connection, config: FetchConfig | None = None) -> int:
+async def fetch_all(conn: Sql, config: FetchConfig | None = None) -> int:
     """Fetch everything due until nothing is (tests, and `ladle` one-shot commands)."""
     fetcher = RegistryFetcher(conn, config)
     total = await fetcher.fetch_offchain()

@@ -27,6 +27,8 @@ from indexer.follow.fetch import DEFAULT_WINDOW
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_writer
+from indexer.store.heard import persist_heard
+from indexer.tipwatch import TipWatch
 from protocols.ledger_deployments import feed_configs, lending_configs
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, mainnet_feeds
@@ -80,6 +82,11 @@ class IndexerConfig:
         ctx = ssl_context(verify=False) if self.insecure_tls else None
         return ElectrumClient(self.electrum, client_name="ladle-indexer", ssl_ctx=ctx)
 
+    def tip_watch(self) -> TipWatch:
+        """The best tip heard of, from every configured server."""
+        ctx = ssl_context(verify=False) if self.insecure_tls else None
+        return TipWatch(self.electrum, ssl_ctx=ctx)
+
 
 async def run_indexer(
     config: IndexerConfig,
@@ -87,11 +94,14 @@ async def run_indexer(
     ready: asyncio.Event | None = None,
     snapshot: PoolSnapshot | None = None,
     fetched: asyncio.Event | None = None,
+    tips: TipWatch | None = None,
 ) -> None:
     """Index until cancelled (or, with `exit_at_tip`, until synced). `ready` is set once the
     initial sync and the first mempool refresh are done; `snapshot` is the live pool snapshot
     to keep up to date (default: a private one); `fetched` is set once the registry job's first
-    round (after the initial sync) is over."""
+    round (after the initial sync) is over. `tips` hears the best chain tip from every server
+    (default: a private watch); what it hears is written to the index for other processes
+    (`indexer.store.heard`)."""
     if config.db != ":memory:":
         Path(config.db).parent.mkdir(parents=True, exist_ok=True)
     snapshot = snapshot if snapshot is not None else PoolSnapshot()
@@ -99,6 +109,11 @@ async def run_indexer(
     store = await Store.open(config.db, snapshot=snapshot, decoders=decoders)
     client = config.client()
     synced = ready if ready is not None else asyncio.Event()
+    watch = tips if tips is not None else config.tip_watch()
+    await watch.start()
+    background: list[asyncio.Task[None]] = []
+    if config.db != ":memory:":
+        background.append(asyncio.create_task(persist_heard(config.db, watch.heard, watch.changed)))
     job = None
     if config.registry_fetch and config.db != ":memory:" and not config.exit_at_tip:
         job = asyncio.create_task(_fetch_registries(config, synced, fetched))
@@ -118,7 +133,10 @@ async def run_indexer(
         await follower.run(ready=synced, exit_at_tip=config.exit_at_tip)
     finally:
         if job is not None:
-            await cancel_and_wait([job])
+            background.append(job)
+        await cancel_and_wait(background)
+        if tips is None:
+            await watch.close()
         with contextlib.suppress(Exception):
             await client.close()
         await store.close()
@@ -202,10 +220,14 @@ async def start_indexer(ctx: UpContext, options: UpConfig) -> Started | None:
     snapshot = ctx.snapshot if isinstance(ctx.snapshot, PoolSnapshot) else PoolSnapshot()
     config = up_config(ctx, options, db)
     ready, fetched = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched))
+    tips = ctx.tips = config.tip_watch()
+    task = asyncio.create_task(
+        run_indexer(config, ready=ready, snapshot=snapshot, fetched=fetched, tips=tips)
+    )
 
     async def stop() -> None:
         await cancel_and_wait([task])
+        await tips.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 

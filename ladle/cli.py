@@ -3,11 +3,14 @@
 The tools (`tx`, `pool`, …) print JSON on stdout; the services (`devnet`, `up`) print their
 endpoints for people and then one `LADLE_READY {json}` line for scripts. Bad input is one line
 on stderr and exit status 2, so scripts can tell a usage error (2) from a runtime failure (1).
+Every command also reads its options from `--config FILE` and the environment
+(`runtime.config`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +29,7 @@ from ladle.txjson import transaction_json
 from ladle.up import add_arguments as add_up_arguments
 from ladle.up import cmd_devnet, cmd_up
 from protocols.cauldron import contract
+from runtime.config import add_config_option, apply_config
 from runtime.usage import EXIT_USAGE, UsageError
 
 
@@ -123,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_up_arguments(up)
     up.set_defaults(func=cmd_up)
     _add_component_commands(sub)
+    add_config_option(parser)
     return parser
 
 
@@ -137,7 +142,13 @@ def _add_component_commands(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    try:
+        apply_config(parser, arguments, os.environ)
+    except UsageError as exc:
+        print(f"ladle: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(arguments)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 from collections.abc import Collection
@@ -35,6 +34,7 @@ from devnet.cli import LaunchConfig, add_devnet_options, launch, launch_config_f
 from indexer.cli import add_registry_arguments
 from indexer.snapshot import PoolSnapshot
 from runtime.component import Component, Started, UpContext, merged_ready
+from runtime.tasks import cancel_and_wait
 from runtime.usage import EXIT_USAGE
 
 READY = "LADLE_READY"
@@ -47,7 +47,7 @@ async def start_devnet(ctx: UpContext, config: LaunchConfig) -> Started:
         ctx.usd_feed = launched.scenario.ledger.oracle.category
     return Started(
         "devnet",
-        {"electrum": launched.electrum(), "wallets": launched.wallets(), "devnet": launched.info()},
+        launched.ready(),
         launched.lines(),
         launched.stop,
     )
@@ -141,9 +141,7 @@ async def _serve(args: argparse.Namespace, only: Collection[str] | None) -> int:
                 _announce(started)
                 await waiter
         else:
-            startup.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await startup
+            await cancel_and_wait([startup])
     finally:
         waiter.cancel()
         for component in reversed(started):

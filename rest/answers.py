@@ -64,6 +64,27 @@ class Error(Answer):
     error: ErrorDetail
 
 
+class Freshness(Answer):
+    """How far the index lags the best chain tip the indexer heard of (from every Electrum
+    server it connects to), as the indexer last wrote it."""
+
+    index_height: UInt | None
+    best_height: Annotated[UInt | None, described("best tip height heard of")]
+    best_hash: Hex64 | None
+    best_time: Annotated[Time | None, described("header time of the best tip heard of")]
+    lag_blocks: UInt | None
+    lag_seconds: Annotated[
+        float | None,
+        described(
+            "seconds the index has possibly been out of date: 0 while it holds the best tip "
+            "heard and a server is connected; else since the first block it lacks was heard of "
+            "or since the last server went away"
+        ),
+    ]
+    servers: Annotated[UInt, described("Electrum servers configured")]
+    connected: Annotated[UInt, described("Electrum servers connected")]
+
+
 class Health(Answer):
     """Index and database status."""
 
@@ -77,6 +98,9 @@ class Health(Answer):
     lag_seconds: UInt | None
     synced: bool
     uptime_seconds: UInt
+    freshness: Annotated[
+        Freshness | None, described("null when no indexer ever wrote the tips it heard")
+    ] = None
     error: str | UnsetType = UNSET
 
 

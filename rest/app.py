@@ -20,12 +20,14 @@ from starlette.routing import BaseRoute
 
 from rest.config import RestConfig
 from rest.context import ApiContext
-from rest.errors import ApiError, internal_error, log, on_api_error, on_http_error
+from rest.errors import internal_error, log, on_api_error, on_http_error
 from rest.explorer import explorer_routes
 from rest.middleware import Edge
 from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
 from rest.warm import Warmer
 from runtime.catchall import CatchAll
+from runtime.errors import ApiError
+from runtime.tasks import cancel_and_wait
 
 
 def all_routes(config: RestConfig) -> list[BaseRoute]:
@@ -64,9 +66,7 @@ def create_app(config: RestConfig | None = None) -> Starlette:
             yield
         finally:
             if chain_poll is not None:
-                chain_poll.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await chain_poll
+                await cancel_and_wait([chain_poll])
             await warmer.stop()
             await ctx.watcher.stop()
             await ctx.pool.close()

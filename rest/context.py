@@ -19,7 +19,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from indexer.freshness import Lag, lag_of
 from indexer.network import index_prefix
+from indexer.store.heard import read_heard
 from indexer.store.queries import PoolRow
 from rest.cache import Entry, RawJson, ResponseCache
 from rest.candles import CandleStore
@@ -84,7 +86,7 @@ class ApiContext:
     anchors: Anchors = field(default_factory=Anchors)  # deep pages of the chain-ordered listings
     # Every live pool, by token, at a tip and mempool overlay: /tokenpool/pools pages slice it.
     pool_listing: tuple[IndexVersion, Overlay, list[PoolRow]] | None = None
-    chain_height: int | None = None  # last answer of config.chain_tip
+    chain_height: int | None = None  # last answer of config.chain_tip (else the best heard)
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)
     network_prefix: str | None = None  # the indexed chain's network, once it holds a block
@@ -98,15 +100,26 @@ class ApiContext:
         for source in (config.registry, config.usd):
             if isinstance(source, IndexRegistry | IndexUsdOracle):
                 sources.append(source)
+        cache = ResponseCache(config.cache_entries, config.cache_bytes)
+        candles = CandleStore(config.series_tokens)
+        limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
+        metrics = Metrics()
+        metrics.follow(metrics.cache_hits, lambda: cache.hits)
+        metrics.follow(metrics.cache_misses, lambda: cache.misses)
+        metrics.follow(metrics.candle_rebuilds, lambda: candles.rebuilds)
+        if limiter is not None:
+            metrics.follow(metrics.rate_limited, lambda: limiter.refused)
+        metrics.follow_size(metrics.cache_entries, lambda: len(cache))
+        metrics.follow_size(metrics.cache_bytes, lambda: cache.bytes)
         return cls(
             config=config,
             pool=pool,
             watcher=SourceWatcher(pool, config.poll_interval, sources),
-            cache=ResponseCache(config.cache_entries, config.cache_bytes),
-            candles=CandleStore(config.series_tokens),
+            cache=cache,
+            candles=candles,
             tokens=TokenTable(),
-            metrics=Metrics(),
-            limiter=RateLimiter(config.rate_limit) if config.rate_limit else None,
+            metrics=metrics,
+            limiter=limiter,
             registry_tables=tables,
             mempool=mempool,
         )
@@ -125,12 +138,29 @@ class ApiContext:
         return self.network_prefix or "bitcoincash"
 
     async def refresh_chain_height(self) -> int | None:
+        """The chain tip height: the configured source's, else the best the indexer heard of
+        (None while neither is known)."""
         if self.config.chain_tip is not None:
             try:
                 self.chain_height = await self.config.chain_tip()
             except Exception:
                 self.chain_height = None
         return self.chain_height
+
+    async def freshness(self, tip: IndexVersion | None) -> Lag | None:
+        """The index's lag behind the best tip the indexer heard of (`indexer.freshness`), from
+        what it wrote in the index; None when it never wrote any (or the database fails)."""
+        try:
+            async with self.pool.connection() as conn:
+                heard = await read_heard(conn, time.time())
+        except Exception:
+            return None
+        if heard is None:
+            return None
+        lag = lag_of(None if tip is None else tip.height, heard, time.time())
+        if self.config.chain_tip is None:
+            self.chain_height = lag.best_height
+        return lag
 
     def synced_until(self, tip: IndexVersion, now: int) -> int:
         """Up to which time the index is complete: "now" while it is at the chain tip (or, with

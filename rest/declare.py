@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rest.errors import ApiError
+from rest.errors import bad_parameter
+from runtime.errors import ApiError
 
 IGNORED = frozenset({"_"})  # cache busters some HTTP clients append
 MAX_DIGITS = 20  # longer digit strings exceed every bound; refused before int() parses them
@@ -103,10 +104,10 @@ class Endpoint(Generic[A]):
                     400,
                     "unknown_parameter",
                     f"{name}: not a parameter of this endpoint (accepted: {known})",
-                    parameter=name,
+                    fields={"parameter": name},
                 )
             if name in values:
-                raise ApiError.bad(name, "given more than once")
+                raise bad_parameter(name, "given more than once")
             values[name] = self._value(name, text)
         for name, text in request.path_params.items():
             values[name] = self._value(name, text)
@@ -117,7 +118,7 @@ class Endpoint(Generic[A]):
 
     def _value(self, name: str, text: str) -> str | int:
         if text == "":
-            raise ApiError.bad(name, "is empty")
+            raise bad_parameter(name, "is empty")
         return parse_int(name, text) if name in self._integers else text
 
     def route(self, handler: Handler[A]) -> Route:
@@ -142,7 +143,9 @@ class Endpoint(Generic[A]):
         missing = _MISSING.match(message)
         if missing is not None:
             name = missing.group(1)
-            return ApiError(400, "missing_parameter", f"{name}: required", parameter=name)
+            return ApiError(
+                400, "missing_parameter", f"{name}: required", fields={"parameter": name}
+            )
         at = _AT.search(message)
         if at is None:  # every field error names its field; keep the message if one ever does not
             return ApiError(400, "invalid_parameter", message)
@@ -150,11 +153,11 @@ class Endpoint(Generic[A]):
         why = message[: at.start()]
         why = why[:1].lower() + why[1:]
         if why.startswith("invalid enum value"):  # it shows the value already
-            return ApiError.bad(name, why)
+            return bad_parameter(name, why)
         description = self._schemas.get(name, {}).get("description")
         if why.startswith("expected `str` matching regex") and description:
             why = f"must be {description}"
-        return ApiError.bad(name, f"{why}, got {show(str(values.get(name)))}")
+        return bad_parameter(name, f"{why}, got {show(str(values.get(name)))}")
 
     def operation(self) -> dict[str, Any]:
         """The OpenAPI GET operation (without its operationId and error responses)."""
@@ -185,11 +188,11 @@ class Endpoint(Generic[A]):
 def parse_int(name: str, text: str) -> int:
     """Plain decimal digits only (no sign, spaces, exponent or other scripts' digits)."""
     if _NEGATIVE.fullmatch(text):
-        raise ApiError.bad(name, f"must not be negative, got {text}")
+        raise bad_parameter(name, f"must not be negative, got {text}")
     if not _DIGITS.fullmatch(text):
-        raise ApiError.bad(name, f"must be a non-negative integer, got {show(text)}")
+        raise bad_parameter(name, f"must be a non-negative integer, got {show(text)}")
     if len(text.lstrip("0")) > MAX_DIGITS:
-        raise ApiError.bad(name, f"must be at most {MAX_DIGITS} digits long")
+        raise bad_parameter(name, f"must be at most {MAX_DIGITS} digits long")
     return int(text)
 
 

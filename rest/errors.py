@@ -16,55 +16,34 @@ A 400 names the parameter (`parameter`) and says why; an ambiguous symbol also l
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
-import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Scope
 
+from runtime.errors import ApiError
+
 log = logging.getLogger("rest")
 
-JSON_TYPE = "application/json"
+# Every data API error is uncacheable.
+_HEADERS = {"Cache-Control": "no-store"}
 
 
-class ApiError(Exception):
-    """An answer other than 2xx/304, raised anywhere below a handler."""
+def bad_parameter(parameter: str, why: str) -> ApiError:
+    """400 `invalid_parameter`, naming the parameter."""
+    return ApiError(
+        400, "invalid_parameter", f"{parameter}: {why}", fields={"parameter": parameter}
+    )
 
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        **extra: Any,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = dict(headers or {})
-        self.extra = extra
 
-    @classmethod
-    def bad(cls, parameter: str, why: str) -> ApiError:
-        return cls(400, "invalid_parameter", f"{parameter}: {why}", parameter=parameter)
+def not_found(code: str, message: str) -> ApiError:
+    return ApiError(404, code, message)
 
-    @classmethod
-    def not_found(cls, code: str, message: str) -> ApiError:
-        return cls(404, code, message)
 
-    def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, **self.extra}}
-
-    def response(self) -> Response:
-        headers = {"Cache-Control": "no-store", **self.headers}
-        return Response(
-            orjson.dumps(self.body()), self.status, headers=headers, media_type=JSON_TYPE
-        )
+def error_response(error: ApiError) -> Response:
+    """The data API's answer for `error`: its JSON body, never cached."""
+    return error.response(_HEADERS)
 
 
 def not_synced(message: str) -> ApiError:
@@ -77,7 +56,7 @@ def database_unavailable(message: str) -> ApiError:
 
 async def on_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return exc.response()
+    return error_response(exc)
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
@@ -94,9 +73,9 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
         error = ApiError(404, "not_found", f"no such endpoint: {request.url.path}")
     else:
         error = ApiError(exc.status_code, "http_error", str(exc.detail), headers=exc.headers)
-    return error.response()
+    return error_response(error)
 
 
 def internal_error(scope: Scope) -> ASGIApp:
     """What `CatchAll` answers in the data API: a bare `internal_error`, traceback in the log."""
-    return ApiError(500, "internal_error", "internal error (logged on the server)").response()
+    return error_response(ApiError(500, "internal_error", "internal error (logged on the server)"))

@@ -1,83 +1,98 @@
-"""Prometheus text exposition (format 0.0.4) of request counts and latencies per route, without
-a client library: counters and one histogram, labelled by the route *template* (bounded
-cardinality), method and status."""
+"""The data API's Prometheus metrics (`prometheus_client`; multi-process mode when
+`PROMETHEUS_MULTIPROC_DIR` is set, see `runtime.metrics`): request counts and latencies per
+route *template* (bounded cardinality), method and status; cache, rate-limit and candle counts;
+the index's height, lag and the best tip heard of.
+
+Counts kept elsewhere as plain integers (the cache's hits, the candle store's rebuilds) are
+carried into their counters after each request (`follow`), so that every worker's share is in
+the files the exposition sums, whichever worker is scraped. Gauges of the index are set by the
+scraped worker (`mostrecent`: all workers read the one index); per-worker sizes are summed over
+the live workers.
+"""
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from runtime.metrics import GaugeMode, LazyGauge, exposition, request_metrics
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 PREFIX = "ladle_rest"
 
-
-class _Histogram:
-    __slots__ = ("count", "counts", "total")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.total += seconds
-        self.count += 1
+CountSource = Callable[[], int]
 
 
 class Metrics:
     def __init__(self) -> None:
-        self.requests: dict[tuple[str, str, int], int] = {}
-        self.latency: dict[str, _Histogram] = {}
+        self.registry = CollectorRegistry()
+        reg = self.registry
+
+        def gauge(name: str, help_: str, mode: GaugeMode = "mostrecent") -> LazyGauge:
+            return LazyGauge(f"{PREFIX}_{name}", help_, reg, mode)
+
+        def counter(name: str, help_: str) -> Counter:
+            return Counter(f"{PREFIX}_{name}", help_, registry=reg)
+
+        self.requests, self.latency = request_metrics(
+            PREFIX, "HTTP requests", ("route", "method", "status"), BUCKETS, reg
+        )
+        self.index_height = gauge("index_height", "Height of the index tip.")
+        self.index_tip_time = gauge("index_tip_time", "Header time of the index tip.")
+        self.index_lag_seconds = gauge(
+            "index_lag_seconds", "Seconds since the index tip's (running max) header time."
+        )
+        self.chain_height = gauge("chain_height", "Chain tip height, when known.")
+        self.best_height = gauge("best_height", "Best chain tip height heard of by the indexer.")
+        self.lag_blocks = gauge("lag_blocks", "Blocks the index lags the best tip heard of.")
+        self.lag_seconds = gauge(
+            "lag_seconds", "Seconds the index has possibly been out of date (see /health)."
+        )
+        self.servers_connected = gauge(
+            "servers_connected", "Electrum servers the indexer hears tips from."
+        )
+        self.warmed_height = gauge(
+            "warmed_height",
+            "Index height whose token list and candle series the warmer has prepared.",
+            "max",
+        )
+        self.cache_entries = gauge("cache_entries", "Cached answers.", "livesum")
+        self.cache_bytes = gauge("cache_bytes", "Bytes the cached answers may hold.", "livesum")
+        self.cache_hits = counter("cache_hits", "Answers served from cache.")
+        self.cache_misses = counter("cache_misses", "Answers computed.")
+        self.rate_limited = counter("rate_limited", "Requests refused by the rate limit.")
+        self.candle_rebuilds = counter(
+            "candle_rebuilds", "Hourly candle series built from scratch."
+        )
+        self._followed: list[tuple[Counter, CountSource, list[int]]] = []
+        self._sizes: list[tuple[LazyGauge, CountSource, list[int]]] = []
+
+    def follow(self, counter: Counter, source: CountSource) -> None:
+        """Carry the growth of `source()` (a running count kept elsewhere) into `counter`."""
+        self._followed.append((counter, source, [0]))
+
+    def follow_size(self, gauge: LazyGauge, source: CountSource) -> None:
+        """Keep `gauge` at `source()` (set only when it changed: each set is a file write)."""
+        self._sizes.append((gauge, source, [-1]))
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
-        key = (route, method, status)
-        self.requests[key] = self.requests.get(key, 0) + 1
-        hist = self.latency.get(route)
-        if hist is None:
-            hist = self.latency[route] = _Histogram()
-        hist.observe(seconds)
+        self.requests.labels(route, method, str(status)).inc()
+        self.latency.labels(route).observe(seconds)
+        self.sync()
 
-    def render(self, extra: Iterable[tuple[str, str, str, float | None]] = ()) -> str:
-        """The exposition text; `extra` adds (name, type, help, value) samples: gauges and
-        counters kept elsewhere (None: omitted)."""
-        out = [
-            f"# HELP {PREFIX}_requests_total HTTP requests answered, by route template.",
-            f"# TYPE {PREFIX}_requests_total counter",
-        ]
-        for (route, method, status), n in sorted(self.requests.items()):
-            out.append(
-                f'{PREFIX}_requests_total{{route="{_esc(route)}",method="{method}",'
-                f'status="{status}"}} {n}'
-            )
-        name = f"{PREFIX}_request_duration_seconds"
-        out += [
-            f"# HELP {name} Time to answer, by route template.",
-            f"# TYPE {name} histogram",
-        ]
-        for route, h in sorted(self.latency.items()):
-            label = f'route="{_esc(route)}"'
-            running = 0
-            for bound, n in zip((*BUCKETS, float("inf")), h.counts, strict=True):
-                running += n
-                le = "+Inf" if bound == float("inf") else repr(bound)
-                out.append(f'{name}_bucket{{{label},le="{le}"}} {running}')
-            out.append(f"{name}_sum{{{label}}} {h.total!r}")
-            out.append(f"{name}_count{{{label}}} {h.count}")
-        for gname, kind, help_, value in extra:
-            if value is None:
-                continue
-            out += [
-                f"# HELP {PREFIX}_{gname} {help_}",
-                f"# TYPE {PREFIX}_{gname} {kind}",
-                f"{PREFIX}_{gname} {_num(value)}",
-            ]
-        return "\n".join(out) + "\n"
+    def sync(self) -> None:
+        for counter, source, seen in self._followed:
+            now = source()
+            if now > seen[0]:
+                counter.inc(now - seen[0])
+            seen[0] = now
+        for gauge, source, last in self._sizes:
+            now = source()
+            if now != last[0]:
+                gauge.set(now)
+                last[0] = now
 
-
-def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+    def render(self) -> bytes:
+        self.sync()
+        return exposition(self.registry)

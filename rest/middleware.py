@@ -23,9 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rest.cache import Entry
 from rest.db import IndexVersion
-from rest.errors import JSON_TYPE, ApiError
+from rest.errors import error_response
 from rest.metrics import Metrics
 from rest.ratelimit import RateLimiter
+from runtime.errors import JSON_TYPE, ApiError
 
 EXEMPT = frozenset({"/health", "/metrics"})
 EXPOSED = b"X-Index-Height, ETag, Retry-After"
@@ -178,7 +179,7 @@ class Edge:
                         f"too many requests; retry in {wait} s",
                         headers={"Retry-After": str(wait)},
                     )
-                    await error.response()(scope, receive, send_with_headers)
+                    await error_response(error)(scope, receive, send_with_headers)
                     return
             await self.app(scope, receive, send_with_headers)
             matched = scope.get("route")

@@ -14,7 +14,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rest.errors import ApiError
+from rest.errors import bad_parameter
+from runtime.errors import ApiError
 
 TOKEN_ID = re.compile(r"^[0-9a-fA-F]{64}$")
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
@@ -114,7 +115,7 @@ class UnknownSymbolError(ApiError):
 def parse_token_id(name: str, text: str) -> str:
     """A 64-hex category (either case) → lower-case display hex, else 400."""
     if not TOKEN_ID.match(text):
-        raise ApiError.bad(name, f"must be a 64-character hex token id, got {_show(text)}")
+        raise bad_parameter(name, f"must be a 64-character hex token id, got {_show(text)}")
     return text.lower()
 
 
@@ -131,9 +132,9 @@ async def resolve_token(registry: TokenRegistry, name: str, text: str) -> str:
     if TOKEN_ID.match(text):
         return text.lower()
     if is_token_id_like(text):
-        raise ApiError.bad(name, f"must be a 64-character hex token id, got {len(text)} hex")
+        raise bad_parameter(name, f"must be a 64-character hex token id, got {len(text)} hex")
     if not SYMBOL.match(text):
-        raise ApiError.bad(name, f"must be a 64-hex token id or a token symbol, got {_show(text)}")
+        raise bad_parameter(name, f"must be a 64-hex token id or a token symbol, got {_show(text)}")
     found = await registry.by_symbol(text)
     ids = sorted({m.token_id.lower() for m in found})
     if not ids:
@@ -148,8 +149,7 @@ async def resolve_token(registry: TokenRegistry, name: str, text: str) -> str:
             400,
             "ambiguous_symbol",
             f"{name}: the symbol {text!r} names {len(ids)} tokens; use a token id: {listing}",
-            parameter=name,
-            candidates=candidates,
+            fields={"parameter": name, "candidates": candidates},
         )
     return ids[0]
 

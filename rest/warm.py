@@ -74,3 +74,4 @@ class Warmer:
             gc.freeze()
         self.warmed = tip
         ctx.warmed_height = tip.height
+        ctx.metrics.warmed_height.set(tip.height)

@@ -6,15 +6,97 @@ the tokens a change touched are converted again, and incrementally: the new book
 one with the changed pools taken out and re-inserted in order (`PoolBook.replaced`), and their
 route models are updated the same way at once (`route.update_models`, so the first order after
 a change does not pay for them); every other token keeps its `Pool` objects and its models.
+
+The book also keeps each routed pool's encodings (`Encodings`: its transaction input, output
+and template, its JSON pieces), made once per pool and carried from book to book while the pool
+stays, so a build spends no time re-encoding the pools it trades.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import cast
 
+from bch.token import TokenData
+from bch.tx import FungibleTemplate, OutPoint, TxInput, TxOutput, hex_to_hash
 from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
+from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
+from router.wire import leg_pieces, source_output_bytes
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PoolEncoding:
+    """A pool as a transaction and a reply spell it. The builder spends `trade_input` and
+    `source_output` and re-creates the pool from `template`; the gate recognises them by
+    identity; `wire` splices the JSON pieces."""
+
+    pool: Pool  # what is encoded
+    trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
+    source_output: TxOutput  # the pool's UTXO
+    template: FungibleTemplate  # the bytes its re-created outputs share
+    source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
+    leg_buy: bytes  # `wire.leg_pieces`: a buying leg's opening, a selling leg's, the middle
+    leg_sell: bytes
+    leg_mid: bytes
+
+
+def encode(pool: Pool) -> PoolEncoding:
+    category = hex_to_hash(pool.token_id)
+    locking = pool_locking_bytecode(pool.owner_pkh)
+    token = TokenData(category, pool.tokens) if pool.tokens else None
+    source = TxOutput(pool.sats, locking, token)
+    outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
+    buy, sell, mid = leg_pieces(pool)
+    return PoolEncoding(
+        pool,
+        TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
+        source,
+        FungibleTemplate(locking, category),
+        source_output_bytes(source),
+        buy,
+        sell,
+        mid,
+    )
+
+
+class Encodings:
+    """Pools' `PoolEncoding`s, made on first use and kept until `forget`.
+
+    An identity map: a build looks up every pool it trades, and a `Pool`'s hash is a
+    Python-level call over its six fields, while `id` is one C call. An entry holds its pool,
+    so while it exists no other object can have that id."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, PoolEncoding] = {}
+
+    def of(self, pools: Sequence[Pool]) -> tuple[PoolEncoding, ...]:
+        """Each pool's encoding, in order."""
+        found = tuple(map(self._by_id.get, map(id, pools)))
+        if None not in found:
+            return cast(tuple[PoolEncoding, ...], found)
+        make = self._by_id.setdefault
+        return tuple(
+            make(id(pool), encode(pool)) if e is None else e
+            for pool, e in zip(pools, found, strict=True)
+        )
+
+    def forget(self, pools: Iterable[Pool]) -> None:
+        """Drop pools that left the book."""
+        for pool in pools:
+            self._by_id.pop(id(pool), None)
+
+
+_ENCODINGS = ("encodings",)
+
+
+def encodings(book: PoolBook) -> Encodings:
+    """The encodings table of `book` (carried over from the previous book by `LiveBook`)."""
+    return book.memo(_ENCODINGS, Encodings)
 
 
 def to_pool(live: LivePool) -> Pool:
@@ -70,6 +152,10 @@ class LiveBook:
             for token, (lost, gained) in moved.items():
                 if token in self._pools:
                     update_models(book, old, token, lost, gained)
+            table = encodings(old)
+            for removed, _ in changes.values():
+                table.forget(removed)
+            book.memo(_ENCODINGS, lambda: table)
         self._book = book
         return book
 

@@ -23,10 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, is_
-from typing import Any
-
-import orjson
+from operator import attrgetter
 
 from bch.encoding import compact_size_len
 from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
@@ -51,73 +48,6 @@ class BuildResult:
     fee_token_amount: int
     miner_fee: int
     route: Quote
-
-    def to_json(self) -> dict[str, Any]:
-        return self._doc(self._sources_json(), self.route.to_json())
-
-    def to_json_bytes(self) -> bytes:
-        """`orjson.dumps(self.to_json())`, with the pools' `source_outputs` entries spliced
-        from bytes made once per pool and the route's legs written straight to JSON: what the
-        daemon sends (`test_fast_paths` holds the bytes equal)."""
-        return orjson.dumps(
-            self._doc(orjson.Fragment(self._sources_json_bytes()), self.route.json_doc())
-        )
-
-    def _doc(self, sources: Any, route: Any) -> dict[str, Any]:
-        return {
-            "unsigned_tx_hex": self.tx.hex(),
-            "source_outputs": sources,
-            "inputs_to_sign": list(self.inputs_to_sign),
-            "expected_output": str(self.expected_output),
-            "fee_sats": str(self.fee_sats),
-            "fee_token_amount": str(self.fee_token_amount),
-            "miner_fee_sats": str(self.miner_fee),
-            "route": route,
-        }
-
-    def _sources_json_bytes(self) -> bytes:
-        pools = self.route.columns()[0]
-        n = len(pools)
-        sources = self.source_outputs
-        if all(map(is_, sources[:n], map(_source_of, pools))):
-            # Every pool input spends the pool's own output (what `build` makes): its entries
-            # come made, one C-level map instead of a test per leg.
-            parts = list(map(_source_bytes_slot, pools))
-            if not all(parts):  # not made yet for some pool (None; made bytes are never empty)
-                parts = list(map(_source_json_bytes_of, pools))
-        else:
-            parts = [
-                pool.source_json_bytes
-                if o is pool.source_output
-                else orjson.dumps(source_output_json(o))
-                for pool, o in zip(pools, sources, strict=False)
-            ]
-        parts += [orjson.dumps(source_output_json(o)) for o in sources[n:]]
-        if not parts:
-            return b"[]"
-        parts[0] = b"[" + parts[0]  # the brackets on the end parts: one join, no copies
-        parts[-1] += b"]"
-        return b",".join(parts)
-
-    def _sources_json(self) -> list[dict[str, Any]]:
-        """Pools' entries come made (`Pool.source_json`) when the spent output is the pool's."""
-        legs = self.route.legs
-        out = []
-        for i, o in enumerate(self.source_outputs):
-            pool = legs[i].pool if i < len(legs) else None
-            if pool is not None and o is pool.source_output:
-                out.append(pool.source_json)
-            else:
-                out.append(source_output_json(o))
-        return out
-
-
-def source_output_json(output: TxOutput) -> dict[str, Any]:
-    """`{value, locking_script_hex, token?}`: enough to rebuild the spent output exactly."""
-    entry: dict[str, Any] = {"value": str(output.value), "locking_script_hex": output.locking.hex()}
-    if output.token is not None:
-        entry["token"] = output.token.to_json()
-    return entry
 
 
 def _category(asset: str) -> bytes | None:
@@ -303,8 +233,9 @@ def _check_supply(q: Quote, selected: Sequence[FundingInput]) -> None:
     if not claimed:
         return
     held: dict[bytes, int] = {}
-    for pool in q.columns()[0]:
-        held[pool.category] = held.get(pool.category, 0) + pool.tokens
+    for pool, encoding in zip(q.columns()[0], q.encodings, strict=True):
+        category = encoding.template.category
+        held[category] = held.get(category, 0) + pool.tokens
     for category, coins in claimed.items():
         in_pools = held.get(category, 0)
         in_coins = sum(_token_amount(f) for f in coins)
@@ -326,7 +257,7 @@ def _refuse_spent_pools(book: PoolBook, q: Quote, usable: Sequence[FundingInput]
         key = (f.outpoint.txid_hex, f.outpoint.index)
         for token in tokens:
             if book.find(token, key) is not None and f.outpoint in map(
-                _pool_outpoint, q.columns()[0]
+                _outpoint_of, map(_trade_input_of, q.encodings)
             ):
                 raise bad_request(
                     f"funding[{f.index}] is pool {f.outpoint}, which this trade spends"
@@ -350,28 +281,22 @@ def _assemble(
         outputs = [change if o is asm.change_template else o for o in with_change]
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
-    pools = asm.pools
+    pools = asm.q.encodings
     inputs = (*map(_trade_input_of, pools), *[TxInput(f.outpoint) for f in selected])
     sources = (*map(_source_of, pools), *[f.output for f in selected])
     # The pools' outputs as their templates' bytes (no objects unless something asks);
     # serialized once, and size, hex and the gate reuse the bytes and the integers.
-    templates = tuple(map(_template_slot, pools))
-    if not all(templates):  # not made yet for some pool (None; a template is always true)
-        templates = tuple(map(_template_of, pools))
+    templates = tuple(map(_template_of, pools))
     tx = TemplatedTransaction(inputs, templates, asm.sats_after, asm.tokens_after, outputs)
     return tx, sources
 
 
-# Pool's slots behind `outpoint`, `source_output` and `trade_input` (C-level reads; these
-# run over every leg of a build, several times).
-_pool_outpoint = attrgetter("_outpoint")
+# The pools' encodings (`router.book.PoolEncoding`), read over every leg: C-level maps.
+_outpoint_of = attrgetter("outpoint")
 _value = attrgetter("value")
-_source_of = attrgetter("_source")
-_source_json_bytes_of = attrgetter("source_json_bytes")
-_source_bytes_slot = attrgetter("_source_bytes")  # `source_json_bytes` once made
-_trade_input_of = attrgetter("_input")
+_source_of = attrgetter("source_output")
+_trade_input_of = attrgetter("trade_input")
 _template_of = attrgetter("template")
-_template_slot = attrgetter("_template")  # `template` once made
 
 
 def build(

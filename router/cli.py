@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import signal
 import sys
@@ -27,6 +26,7 @@ from indexer.cli import add_index_arguments, config_from_args
 from indexer.network import network_prefix
 from indexer.service import run_indexer
 from indexer.snapshot import PoolSnapshot
+from router import wire
 from router.build import build
 from router.daemon import DaemonConfig
 from router.errors import RouterError
@@ -35,6 +35,7 @@ from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 from router.service import DEFAULT_PORT, start_router
 from runtime.logs import configure_logging
+from runtime.tasks import cancel_and_wait
 from runtime.usage import EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def cmd_route(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.quote_doc(result))
     return 0
 
 
@@ -130,7 +131,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     except RouterError as exc:
         _print_json({"error": exc.to_json()})
         return EXIT_ROUTING
-    _print_json(result.to_json())
+    _print_json(wire.build_doc(result))
     return 0
 
 
@@ -207,11 +208,19 @@ async def _on_network_of(index_config: IndexerConfig, config: RouterConfig) -> R
 
 
 async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
-    limits = DaemonConfig(max_connections=args.max_connections, rate=args.rate)
+    limits = DaemonConfig(
+        max_connections=args.max_connections,
+        rate=args.rate,
+        max_lag_blocks=args.max_lag_blocks,
+        max_lag_seconds=args.max_lag_seconds,
+    )
     index_config = config_from_args(args)
     snapshot = PoolSnapshot()
     ready = asyncio.Event()
-    indexer = asyncio.create_task(run_indexer(index_config, ready=ready, snapshot=snapshot))
+    tips = index_config.tip_watch()
+    indexer = asyncio.create_task(
+        run_indexer(index_config, ready=ready, snapshot=snapshot, tips=tips)
+    )
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -229,7 +238,9 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
         if stopping.is_set():
             return 0
         config = await _on_network_of(index_config, config)
-        server = await start_router(snapshot, config, args.host, args.port, limits)
+        server = await start_router(
+            snapshot, config, args.host, args.port, limits, heard=tips.heard
+        )
         ready_doc = {"router": server.url, "height": snapshot.height, "pools": len(snapshot)}
         print(f"router: {server.url} ({len(snapshot)} live pools)")
         print(f"{READY} {orjson.dumps(ready_doc).decode()}", flush=True)
@@ -243,9 +254,8 @@ async def _run_router(args: argparse.Namespace, config: RouterConfig) -> int:
     finally:
         if server is not None:
             await server.close()
-        indexer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await indexer
+        await cancel_and_wait([indexer])
+        await tips.close()
         for sig in signals:
             loop.remove_signal_handler(sig)
 
@@ -268,6 +278,8 @@ def cmd_router(args: argparse.Namespace) -> int:
         config_from_args(args)
         if args.max_connections < 1 or not args.rate > 0:
             raise ValueError("--max-connections must be ≥ 1 and --rate > 0")
+        if args.max_lag_blocks < 0 or not args.max_lag_seconds >= 0:
+            raise ValueError("--max-lag-blocks and --max-lag-seconds must be ≥ 0")
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be from 0 to 65535, got {args.port}")
         if args.exit_at_tip:
@@ -327,6 +339,22 @@ def add_router_command(subparsers: Any) -> None:
         default=defaults.rate,
         metavar="N",
         help=f"requests per second per connection (default {defaults.rate:g})",
+    )
+    parser.add_argument(
+        "--max-lag-blocks",
+        type=int,
+        default=defaults.max_lag_blocks,
+        metavar="N",
+        help="refuse quotes and builds (stale_snapshot) while the snapshot lags the best tip "
+        f"heard by more than N blocks (default {defaults.max_lag_blocks})",
+    )
+    parser.add_argument(
+        "--max-lag-seconds",
+        type=float,
+        default=defaults.max_lag_seconds,
+        metavar="S",
+        help="… or has possibly been out of date for more than S seconds (default "
+        f"{defaults.max_lag_seconds:g})",
     )
     add_index_arguments(parser)
     parser.set_defaults(func=cmd_router)

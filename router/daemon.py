@@ -13,6 +13,14 @@ per-connection request rate (a token bucket) a request gets `rate_limited`; unan
 close the connection. Pushes never queue: each subscription has one slot holding its latest
 push, so a slow reader skips the intermediate states (see `Outbox`).
 
+Freshness: given the best tips heard (`heard`, the indexer's `TipWatch`), the daemon checks
+every `FRESHNESS_INTERVAL` how far the snapshot lags (`indexer.freshness`). Beyond the bound
+(`max_lag_blocks`, `max_lag_seconds`) it is stale: `quote`, `tx.build` and the subscribe methods
+answer `stale_snapshot` (never a route from it), every subscription gets one `stale_snapshot`
+error push and no other push until the snapshot is fresh again, when each gets its current
+outcome. Plain HTTP `GET /health` and `GET /metrics` on the same port answer the daemon's state
+and its Prometheus metrics (`router.health`).
+
 Routing and building are synchronous and take milliseconds, so they run on the event loop:
 no thread hand-off, and every request sees one consistent book.
 """
@@ -20,7 +28,6 @@ no thread hand-off, and every request sees one consistent book.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
@@ -34,13 +41,25 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from indexer.freshness import (
+    DEFAULT_MAX_LAG_BLOCKS,
+    DEFAULT_MAX_LAG_SECONDS,
+    Bound,
+    Heard,
+    Lag,
+    lag_of,
+)
+from router import wire
 from router.book import LiveBook
 from router.build import build
 from router.errors import ErrorCode, RouterError, bad_request, build_failed
+from router.health import health_response, is_plain_get, metrics_response
+from router.metrics import RouterMetrics
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.quotes import quote
 from router.subscriptions import Kind, Subscriptions, canonical_params
 from runtime.heap import release_free_heap
+from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("router.daemon")
 
@@ -51,6 +70,8 @@ MAX_MESSAGE = 1 << 20  # 1 MiB: a 500-input tx.build request is about 110 kB
 # closing connections costs one trim. Without it the resident size stays at the peak.
 TRIM_AFTER = 100
 TRIM_DELAY = 1.0
+FRESHNESS_INTERVAL = 0.25  # seconds between two checks of the snapshot's lag
+HeardSource = Callable[[], Heard]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +86,9 @@ class DaemonConfig:
     ping_interval: float | None = 20.0  # seconds; None disables keep-alive pings
     ping_timeout: float | None = 20.0
     close_timeout: float = 10.0  # how long a closing handshake may take before we drop it
+    # Beyond either lag the snapshot is stale (only checked when the daemon hears tips).
+    max_lag_blocks: int = DEFAULT_MAX_LAG_BLOCKS
+    max_lag_seconds: float = DEFAULT_MAX_LAG_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_connections < 1:
@@ -73,6 +97,7 @@ class DaemonConfig:
             raise ValueError("the request rate must be positive")
         if self.burst < 1:
             raise ValueError("the burst must be at least 1")
+        Bound(self.max_lag_blocks, self.max_lag_seconds)  # raises ValueError when negative
 
 
 class TokenBucket:
@@ -144,16 +169,26 @@ class Outbox:
                 await self._ws.send(message, text=True)  # orjson bytes are UTF-8
 
 
-def _reply(req_id: Any, result: Any) -> bytes:
-    return orjson.dumps({"id": req_id, "result": result})
-
-
-def _error(req_id: Any, err: RouterError) -> bytes:
-    return orjson.dumps({"id": req_id, "error": err.to_json()})
-
-
 def not_found(message: str, **data: Any) -> RouterError:
     return RouterError(ErrorCode.NOT_FOUND, message, data or None)
+
+
+def stale_snapshot(lag: Lag, bound: Bound) -> RouterError:
+    behind = "unknown" if lag.lag_blocks is None else str(lag.lag_blocks)
+    seconds = "unknown" if lag.lag_seconds is None else f"{lag.lag_seconds:.1f}"
+    return RouterError(
+        ErrorCode.STALE_SNAPSHOT,
+        f"the pool snapshot is stale ({behind} blocks, {seconds} s behind the best tip heard; "
+        f"at most {bound.max_lag_blocks} blocks and {bound.max_lag_seconds:g} s are served); "
+        "retry later",
+        {
+            "index_height": lag.index_height,
+            "best_height": lag.best_height,
+            "lag_blocks": lag.lag_blocks,
+            "lag_seconds": None if lag.lag_seconds is None else round(lag.lag_seconds, 3),
+            "connected": lag.connected,
+        },
+    )
 
 
 class RouterDaemon:
@@ -164,16 +199,26 @@ class RouterDaemon:
         live: LiveBook,
         config: RouterConfig,
         limits: DaemonConfig | None = None,
+        heard: HeardSource | None = None,
     ) -> None:
+        """`heard`: the best tips heard of (None: freshness is not checked, e.g. over a
+        snapshot no indexer follows)."""
         self.live = live
         self.config = config
         self.limits = limits or DaemonConfig()
         self.subscriptions = Subscriptions(live, config)
         self.sessions: dict[ServerConnection, _Session] = {}
+        self.heard = heard
+        self.bound = Bound(self.limits.max_lag_blocks, self.limits.max_lag_seconds)
+        self.lag: Lag | None = None  # as of the last check
+        self.stale: Lag | None = None  # the lag, while beyond the bound
+        self.metrics = RouterMetrics()
+        self.started = time.time()
         self._watch_task: asyncio.Task[None] | None = None
         self._ended = 0  # subscriptions ended since the heap was last trimmed
         self._trim: asyncio.TimerHandle | None = None
         self.trims = 0  # heap trims done (for tests)
+        self._freshness_task: asyncio.Task[None] | None = None
         self._methods: dict[str, Callable[[_Session, Any], Any]] = {
             "quote": self._quote,
             "route.quote": self._quote,
@@ -209,16 +254,44 @@ class RouterDaemon:
     def start_watching(self) -> None:
         if self._watch_task is None:
             self._watch_task = asyncio.create_task(self._watch(), name="router-watch")
+        if self._freshness_task is None and self.heard is not None:
+            self.check_freshness()
+            self._freshness_task = asyncio.create_task(
+                self._watch_freshness(), name="router-freshness"
+            )
 
     async def stop_watching(self) -> None:
         if self._trim is not None:
             self._trim.cancel()
             self._trim = None
-        task, self._watch_task = self._watch_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        tasks = [t for t in (self._watch_task, self._freshness_task) if t is not None]
+        self._watch_task = self._freshness_task = None
+        await cancel_and_wait(tasks)
+
+    async def _watch_freshness(self) -> None:
+        while True:
+            await asyncio.sleep(FRESHNESS_INTERVAL)
+            try:
+                self.check_freshness()
+            except Exception:
+                log.exception("checking the snapshot's freshness failed")
+
+    def check_freshness(self) -> None:
+        """Measure the lag; on becoming stale, tell every subscriber once (then hold their
+        pushes); on becoming fresh, push each its current outcome."""
+        if self.heard is None:
+            return
+        lag = self.lag = lag_of(self.live.snapshot.height, self.heard(), time.time())
+        stale = lag if self.bound.stale(lag) else None
+        was, self.stale = self.stale, None
+        if stale is not None and was is None:
+            error = stale_snapshot(lag, self.bound)
+            log.warning("the snapshot is stale: %s", error.message, extra={"lag": lag.to_json()})
+            self.subscriptions.push_all(wire.error_member(error))
+        elif stale is None and was is not None:
+            log.info("the snapshot is fresh again", extra={"lag": lag.to_json()})
+            self.subscriptions.push_all()
+        self.stale = stale
 
     async def _watch(self) -> None:
         """Coalesced snapshot changes → re-route the subscriptions on the changed tokens."""
@@ -235,6 +308,18 @@ class RouterDaemon:
             watcher.close()
 
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        if is_plain_get(request, "/health"):
+            return health_response(self.health())
+        if is_plain_get(request, "/metrics"):
+            return metrics_response(
+                self.metrics.render(
+                    connections=len(self.sessions),
+                    subscriptions=len(self.subscriptions),
+                    height=self.live.snapshot.height,
+                    lag=self.lag,
+                    stale=self.stale is not None,
+                )
+            )
         if len(self.sessions) >= self.limits.max_connections:
             response = connection.respond(
                 HTTPStatus.SERVICE_UNAVAILABLE, "too many connections, retry later\n"
@@ -258,15 +343,30 @@ class RouterDaemon:
             self.sessions.pop(ws, None)
             self.subscriptions.remove_all(session.subs)
             self._ended_subscriptions(len(session.subs))
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
-                await writer
+            await cancel_and_wait([writer])
+
+    def health(self) -> dict[str, Any]:
+        """`GET /health`: `ok`, or `stale` while requests get `stale_snapshot` (docs/router.md)."""
+        snapshot = self.live.snapshot
+        return {
+            "status": "ok" if self.stale is None else "stale",
+            "index_height": snapshot.height,
+            "pools": len(snapshot),
+            "connections": len(self.sessions),
+            "subscriptions": len(self.subscriptions),
+            "freshness": None if self.lag is None else self.lag.to_json(),
+            "max_lag_blocks": self.bound.max_lag_blocks,
+            "max_lag_seconds": self.bound.max_lag_seconds,
+            "uptime_seconds": int(time.time() - self.started),
+        }
 
     # --- one request ----------------------------------------------------------------------------
 
     def dispatch(self, session: _Session, message: str | bytes) -> bytes:
         """One frame → its reply (always one, even to garbage: a client must learn why). Every
         frame counts toward the rate, garbage included, so bad frames cannot be sent for free."""
+        began = time.perf_counter()
+        label, outcome = "invalid", "ok"
         malformed: orjson.JSONDecodeError | None = None
         try:
             doc = orjson.loads(message)
@@ -275,15 +375,31 @@ class RouterDaemon:
         req_id = doc.get("id") if isinstance(doc, dict) else None
         if isinstance(req_id, (dict, list)):
             req_id = None
+        method = doc.get("method") if isinstance(doc, dict) else None
+        if isinstance(method, str) and method in self._methods:
+            label = method
+        try:
+            return self._dispatch(session, doc, req_id, malformed)
+        except RouterError as exc:
+            outcome = exc.code.value
+            return wire.error_reply(req_id, exc)
+        finally:
+            self.metrics.observe(label, outcome, time.perf_counter() - began)
+
+    def _dispatch(
+        self,
+        session: _Session,
+        doc: Any,
+        req_id: Any,
+        malformed: orjson.JSONDecodeError | None,
+    ) -> bytes:
+        """The reply to one decoded frame; raises RouterError for the caller to answer."""
         wait = session.bucket.take()
         if wait:
-            return _error(
-                req_id,
-                RouterError(
-                    ErrorCode.RATE_LIMITED,
-                    f"more than {self.limits.rate:g} requests per second; retry in {wait:.3f} s",
-                    {"retry_after": round(wait, 3)},
-                ),
+            raise RouterError(
+                ErrorCode.RATE_LIMITED,
+                f"more than {self.limits.rate:g} requests per second; retry in {wait:.3f} s",
+                {"retry_after": round(wait, 3)},
             )
         try:
             if malformed is not None:
@@ -302,14 +418,14 @@ class RouterDaemon:
             if unknown:
                 raise bad_request(f"unknown request member(s): {', '.join(unknown)}")
             params = doc.get("params", {})
-            return _reply(req_id, handler(session, params))
+            return wire.reply(req_id, handler(session, params))
         except RouterError as exc:
             if exc.code is ErrorCode.BUILD_FAILED:
                 log.warning("build_failed: %s %s", exc.message, exc.data)
-            return _error(req_id, exc)
+            raise
         except Exception:
             log.exception("request failed")
-            return _error(req_id, build_failed("internal error; it has been logged"))
+            raise build_failed("internal error; it has been logged") from None
 
     # --- methods --------------------------------------------------------------------------------
 
@@ -318,11 +434,15 @@ class RouterDaemon:
 
     def _quote(self, session: _Session, params: Any) -> Any:
         request = parse_quote_params(params)
-        return orjson.Fragment(quote(self.live.current(), request, self.config).to_json_bytes())
+        if self.stale is not None:
+            raise stale_snapshot(self.stale, self.bound)
+        return orjson.Fragment(wire.quote_bytes(quote(self.live.current(), request, self.config)))
 
     def _build(self, session: _Session, params: Any) -> Any:
         request = parse_build_params(params, self.config)
-        return orjson.Fragment(build(self.live.current(), request, self.config).to_json_bytes())
+        if self.stale is not None:
+            raise stale_snapshot(self.stale, self.bound)
+        return orjson.Fragment(wire.build_bytes(build(self.live.current(), request, self.config)))
 
     def _subscribe(self, session: _Session, kind: Kind, params: Any) -> Any:
         if len(session.subs) >= self.limits.max_subscriptions:
@@ -334,9 +454,11 @@ class RouterDaemon:
             if kind is Kind.TX
             else parse_quote_params(params)
         )
+        if self.stale is not None:
+            raise stale_snapshot(self.stale, self.bound)
         outbox = session.outbox
         sub_id = self.subscriptions.add(
-            kind, request, canonical_params(params), outbox.put, before=outbox.hold
+            kind, request, canonical_params(params), session.deliver, before=outbox.hold
         )
         session.subs.add(sub_id)
         return {"subscription": sub_id}
@@ -382,13 +504,20 @@ class RouterDaemon:
 class _Session:
     """Per-connection state: the rate limiter, the subscriptions and their push slots."""
 
-    __slots__ = ("bucket", "outbox", "subs", "ws")
+    __slots__ = ("bucket", "daemon", "outbox", "subs", "ws")
 
     def __init__(self, daemon: RouterDaemon, ws: ServerConnection) -> None:
+        self.daemon = daemon
         self.ws = ws
         self.bucket = TokenBucket(daemon.limits.rate, daemon.limits.burst)
         self.outbox = Outbox(ws)
         self.subs: set[str] = set()
+
+    def deliver(self, sub_id: str, message: bytes) -> None:
+        """A subscription's push, held back while the snapshot is stale (the subscriber was
+        told; it gets the current outcome when the snapshot is fresh again)."""
+        if self.daemon.stale is None:
+            self.outbox.put(sub_id, message)
 
 
 StopFn = Callable[[], Awaitable[None]]

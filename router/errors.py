@@ -21,6 +21,9 @@ class ErrorCode(StrEnum):
     # Daemon-level codes (the WebSocket layer raises these; listed so every code lives here).
     RATE_LIMITED = "rate_limited"
     NOT_FOUND = "not_found"
+    # The pool snapshot lags the best chain tip heard of beyond the daemon's bound (an extension
+    # of the spec's codes, see docs/router.md): nothing is quoted or built from it.
+    STALE_SNAPSHOT = "stale_snapshot"
 
 
 class RouterError(Exception):

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, floordiv, ge, is_, mul, sub
 from typing import cast
 
 from bch.encoding import compact_size
@@ -41,6 +41,7 @@ from bch.script import ScriptKind, classify_locking, push_data
 from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
 from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutput, hex_to_hash
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
+from router.book import PoolEncoding
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
@@ -61,6 +62,7 @@ class Expectation:
     """What the request and the route promise; the gate holds the transaction to it."""
 
     routed: Columns  # the route's pools and their (sats, tokens) after it (`Quote.columns`)
+    encodings: tuple[PoolEncoding, ...]  # the book's encodings of those pools (`Quote`)
     receive: bytes
     change: bytes
     token_aware: frozenset[bytes]  # the user's addresses (lockings) that may receive tokens
@@ -93,6 +95,7 @@ class Expectation:
                 )
         return cls(
             q.columns(),
+            q.encodings,
             request.receive.locking,
             request.change.locking,
             frozenset(d.locking for d in (request.receive, request.change) if d.token_aware),
@@ -144,8 +147,12 @@ _spent_txid_of = attrgetter("outpoint.txid")  # one C-level getter for both step
 _nft_of = attrgetter("nft")
 _category_of = attrgetter("category")
 _amount_of = attrgetter("amount")
-_pool_category_of = attrgetter("_category")
+_template_category_of = attrgetter("template.category")
 _tokens_of = attrgetter("tokens")
+_sats_of = attrgetter("sats")
+_trade_input_of = attrgetter("trade_input")
+_source_output_of = attrgetter("source_output")
+_template_of = attrgetter("template")
 
 
 def _token_totals(
@@ -206,19 +213,22 @@ def token_problems(tx: Transaction, source_outputs: Sequence[TxOutput]) -> list[
 
 
 def _token_problems(
-    tx: Transaction, source_outputs: Sequence[TxOutput], pools: Sequence[Pool] | None
+    tx: Transaction,
+    source_outputs: Sequence[TxOutput],
+    pools: Sequence[Pool] | None,
+    encodings: Sequence[PoolEncoding] = (),
 ) -> list[str]:
     """`token_problems`. With `pools` (what `_templated_pools_clean` accepted: `tx` is
     templated, its first inputs spend these pools' own outputs, each holding ≥ 1 token, and
     its first outputs are their templates), when they share one category, each side's pool
     part is that category's sum of the pools' amounts (inputs) and of the templated amounts
     (outputs): fungible, no NFT, no bare 0xef prefix. The other inputs and outputs are
-    tallied one by one, as without `pools`."""
+    tallied one by one, as without `pools`. `encodings`: the pools' (their categories)."""
     found: list[str] = []
     n = len(pools) if pools is not None else 0
     category = None
     if pools is not None and n and isinstance(tx, TemplatedTransaction):
-        categories = set(map(_pool_category_of, pools))
+        categories = set(map(_template_category_of, encodings))
         if len(categories) == 1:
             category = categories.pop()
     if category is not None and isinstance(tx, TemplatedTransaction):
@@ -255,34 +265,52 @@ def output_total(tx: Transaction) -> int:
 
 
 def _templated_pools_clean(
-    tx: TemplatedTransaction, source_outputs: Sequence[TxOutput], routed: Columns
+    tx: TemplatedTransaction,
+    source_outputs: Sequence[TxOutput],
+    routed: Columns,
+    encodings: Sequence[PoolEncoding],
 ) -> Sequence[Pool] | None:
     """The legs' pools when the pool checks of `problems` have nothing to report about `tx`
-    (else None: the caller runs them one by one on `tx.outputs`), decided in one integer
-    pass: input i is pool i's own trade input and spends pool i's own output (identities),
-    output i is pool i's own template (its bytecode and category, no NFT) filled with
-    exactly the leg's state, and that state, as the transaction holds it, passes the
-    contract predicate (the same integer expressions as `is_valid_pool_transition`) and
-    keeps ≥ 1 token and the reserve."""
+    (else None: the caller runs them one by one on `tx.outputs`), decided in integer passes
+    over the legs, each a C-level map: input i is pool i's own trade input and spends pool
+    i's own output (identities with its `encodings`), output i is pool i's own template (its
+    bytecode and category, no NFT) filled with exactly the leg's state, and that state, as
+    the transaction holds it, passes the contract predicate (the same integer expressions as
+    `is_valid_pool_transition`) and keeps ≥ 1 token and the reserve."""
     pools, sats_after, tokens_after = routed
     if tx.values != sats_after or tx.amounts != tokens_after:
         return None  # not exactly the routed states
-    most_tokens, most_sats, fee_num, fee_den = MAX_TOKEN_AMOUNT, MAX_SATS, LP_FEE_NUM, LP_FEE_DEN
-    for pool, sats, tokens, txin, spent, template in zip(
-        pools, sats_after, tokens_after, tx.inputs, source_outputs, tx.templates, strict=False
+    if not pools:
+        return pools
+    if not (
+        all(map(is_, tx.inputs, map(_trade_input_of, encodings)))
+        and all(map(is_, source_outputs, map(_source_output_of, encodings)))
+        and all(map(is_, tx.templates, map(_template_of, encodings)))
+        and len(encodings) == len(pools)
     ):
-        # The slots behind `Pool.trade_input`, `.source_output` and `.template`.
-        if txin is not pool._input or spent is not pool._source or template is not pool._template:
-            return None
-        before_sats, before_tokens = pool.sats, pool.tokens
-        if before_tokens < 1 or tokens < 1 or tokens > most_tokens or sats > most_sats:
-            return None  # a token-less pool output, or an amount no output holds
-        moved = sats - before_sats
-        fee = (moved if moved >= 0 else -moved) * fee_num // fee_den  # |ΔX|·3 // 1000
-        if (sats - fee) * tokens < before_sats * before_tokens:
-            return None
-        if sats < _MOST_RESERVE and sats < pool_reserve(tokens):  # no reserve exceeds the widest
-            return None
+        return None
+    before_sats = list(map(_sats_of, pools))
+    before_tokens = list(map(_tokens_of, pools))
+    if (
+        min(before_tokens) < 1
+        or min(tokens_after) < 1
+        or max(tokens_after) > MAX_TOKEN_AMOUNT
+        or max(sats_after) > MAX_SATS
+    ):
+        return None  # a token-less pool output, or an amount no output holds
+    # The predicate, leg by leg: (sats − fee)·tokens ≥ the pool's k, fee = |ΔX|·3 // 1000.
+    fees = map(
+        floordiv,
+        map(mul, map(abs, map(sub, sats_after, before_sats)), repeat(LP_FEE_NUM)),
+        repeat(LP_FEE_DEN),
+    )
+    kept = map(mul, map(sub, sats_after, fees), tokens_after)
+    if not all(map(ge, kept, map(mul, before_sats, before_tokens))):
+        return None
+    if min(sats_after) < _MOST_RESERVE and any(  # no reserve exceeds the widest
+        sats < pool_reserve(tokens) for sats, tokens in zip(sats_after, tokens_after, strict=True)
+    ):
+        return None
     return pools
 
 
@@ -303,13 +331,16 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
 
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
     pools = (
-        _templated_pools_clean(cast(TemplatedTransaction, tx), source_outputs, exp.routed)
+        _templated_pools_clean(
+            cast(TemplatedTransaction, tx), source_outputs, exp.routed, exp.encodings
+        )
         if templated
         else None
     )
-    for i, (pool, sats_after, tokens_after, txin, spent, out) in enumerate(
+    for i, (pool, encoding, sats_after, tokens_after, txin, spent, out) in enumerate(
         zip(
             routed_pools,
+            exp.encodings,
             routed_sats,
             routed_tokens,
             tx.inputs,
@@ -320,12 +351,13 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     ):
         # Identity short-cuts: the pool's own immutable input and output objects hold exactly
         # the pool's outpoint, unlocking and state, so comparing values would tell the same.
-        if txin is not pool.trade_input:
-            if txin.outpoint != pool.outpoint:
+        trade_input = encoding.trade_input
+        if txin is not trade_input:
+            if txin.outpoint != trade_input.outpoint:
                 add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
-            if txin.unlocking != pool.unlocking:
+            if txin.unlocking != trade_input.unlocking:
                 add(f"input {i} is not unlocked by the pool's trade path")
-        source = pool.source_output
+        source = encoding.source_output
         if spent is not source and spent != source:
             add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
         out_token, spent_token = out.token, spent.token
@@ -362,7 +394,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
             add(f"funding input {i} carries tokens this trade would burn")
 
     # Tokens: conserved per category, nothing burned or minted.
-    found += _token_problems(tx, source_outputs, pools)
+    found += _token_problems(tx, source_outputs, pools, exp.encodings)
 
     # Outputs: the bought asset first, then only the user's addresses and the fee address.
     user = cast(TemplatedTransaction, tx).rest if templated else tx.outputs[n_pools:]

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
 from operator import attrgetter
-from typing import Any
 
 from bch.token import MAX_TOKEN_AMOUNT
 from protocols.cauldron.formulas import (
@@ -54,30 +52,6 @@ class Leg:
     def lp_fee(self) -> int:
         return lp_fee(self.pool.sats, self.after.sats)
 
-    def to_json(self) -> dict[str, Any]:
-        pool, after = self.pool, self.after
-        owner, sats_before, tokens_before = pool.json_strings
-        if after.sats > pool.sats:  # buy: sats in, tokens out
-            direction = "buy"
-            amount_in, amount_out = after.sats - pool.sats, pool.tokens - after.tokens
-        else:
-            direction = "sell"
-            amount_in, amount_out = after.tokens - pool.tokens, pool.sats - after.sats
-        return {
-            "txid": pool.txid,
-            "tx_pos": pool.vout,
-            "owner_pkh": owner,
-            "token_id": pool.token_id,
-            "direction": direction,
-            "amount_in": str(amount_in),
-            "amount_out": str(amount_out),
-            "lp_fee": str(lp_fee(pool.sats, after.sats)),
-            "sats_before": sats_before,
-            "tokens_before": tokens_before,
-            "sats_after": str(after.sats),
-            "tokens_after": str(after.tokens),
-        }
-
 
 # A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
 Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
@@ -91,13 +65,18 @@ class Hop:
     only if something reads `legs` (tests, the CLI's plain JSON), never on the daemon's path.
     Equal to, and hashing as, the `Hop` of the same legs."""
 
+    __slots__ = ("_amounts", "_columns", "_legs", "direction", "size", "token_id", "totals")
+
     def __init__(
         self,
         token_id: str,
         direction: Direction,
-        legs: tuple[Leg, ...] = (),
+        legs: tuple[Leg, ...] | None = (),
         totals: tuple[int, int] | None = None,
         size: int | None = None,
+        *,
+        columns: Columns | None = None,
+        amounts: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> None:
         self.token_id = token_id
         self.direction = direction
@@ -105,10 +84,10 @@ class Hop:
         # totals in and out, and the bytes the pools add to the transaction.
         self.totals = totals
         self.size = size
-        self._columns: Columns | None = None
+        self._legs = legs  # None until made from the columns
+        self._columns = columns
         # (amounts in, amounts out) of the legs, in order, when the route made them.
-        self._amounts: tuple[Sequence[int], Sequence[int]] | None = None
-        self.__dict__["legs"] = legs  # the cached_property's value
+        self._amounts = amounts
 
     @classmethod
     def of_columns(
@@ -120,15 +99,15 @@ class Hop:
         size: int,
         amounts: tuple[Sequence[int], Sequence[int]] | None = None,
     ) -> Hop:
-        hop = cls.__new__(cls)
-        hop.token_id, hop.direction, hop.totals, hop.size = token_id, direction, totals, size
-        hop._columns, hop._amounts = columns, amounts
-        return hop
+        return cls(token_id, direction, None, totals, size, columns=columns, amounts=amounts)
 
-    @cached_property
+    @property
     def legs(self) -> tuple[Leg, ...]:
-        pools, sats, tokens = self.columns()
-        return tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+        legs = self._legs
+        if legs is None:
+            pools, sats, tokens = self.columns()
+            legs = self._legs = tuple(map(Leg, pools, map(PoolState, sats, tokens)))
+        return legs
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Hop):
@@ -191,7 +170,6 @@ _pool_of = attrgetter("pool")
 _after_of = attrgetter("after")
 _sats_of = attrgetter("sats")
 _tokens_of = attrgetter("tokens")
-# Pool's `leg_json_bytes` slots (None until made, all three together).
 # A pool's input plus re-created output by its amount's width: `bisect_left(_WIDTH_TOPS, n)`
 # is 0 for 1-byte amounts (n ≤ 252), 1 for 3-byte, 2 for 5-byte, 3 for 9-byte.
 _WIDTH_TOPS = (0xFC, 0xFFFF, 0xFFFFFFFF)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,8 +22,8 @@ import orjson
 from bch.encoding import compact_size_len
 from bch.policy import dust_threshold
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, TxInput, TxOutput, hex_to_hash
-from protocols.cauldron.contract import TRADE_UNLOCK_LEN, pool_locking_bytecode, trade_unlocking
+from bch.tx import MAX_SATS, TxOutput
+from protocols.cauldron.contract import TRADE_UNLOCK_LEN, pool_locking_bytecode
 from protocols.cauldron.formulas import PoolState, buy_tokens_exact_in, sell_tokens_exact_in
 
 BCH = "bch"
@@ -103,6 +103,23 @@ def sell_input_limit(sats: int, tokens: int) -> int:
     return limit
 
 
+def buy_out_cap(sats: int, tokens: int) -> int:
+    """Most tokens one purchase may take from a pool (sats, tokens): the pool keeps one token,
+    and the sats paid keep it within the 21e14 sats an output can hold."""
+    cap = max(0, tokens - 1)
+    room = MAX_SATS - sats
+    if room < 1:
+        return 0
+    if cap:
+        cap = min(cap, buy_tokens_exact_in(PoolState(sats, tokens), room))
+    return cap
+
+
+def pool_sell_cap(sats: int, tokens: int) -> int:
+    """`sell_out_cap` of a pool that can sell at all (≥ 1 token and some sats), else 0."""
+    return sell_out_cap(sats, tokens) if tokens >= 1 and sats else 0
+
+
 def is_hex_id(text: object) -> bool:
     """A 64-character lowercase hex id (txid or token category, display order)."""
     return isinstance(text, str) and len(text) == 64 and _HEX.issuperset(text)
@@ -110,7 +127,9 @@ def is_hex_id(text: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Pool:
-    """One pool UTXO as the router sees it; ids are display-order lowercase hex."""
+    """One pool UTXO as the router sees it: its on-chain data (ids are display-order lowercase
+    hex). What routing derives from it lives with the solver's model (`router.solve.model`);
+    its transaction and JSON encodings live with the book (`router.book.Encodings`)."""
 
     txid: str
     vout: int
@@ -118,27 +137,6 @@ class Pool:
     token_id: str
     sats: int
     tokens: int
-    # Derived once: a route touches each pool's bytecode, category and UTXO several times.
-    _category: bytes = field(init=False, repr=False, compare=False)
-    _locking: bytes = field(init=False, repr=False, compare=False)
-    _source: TxOutput = field(init=False, repr=False, compare=False)
-    _outpoint: OutPoint = field(init=False, repr=False, compare=False)
-    _unlocking: bytes = field(init=False, repr=False, compare=False)
-    _state: PoolState = field(init=False, repr=False, compare=False)
-    _input: TxInput = field(init=False, repr=False, compare=False)
-    _json: tuple[str, str, str] | None = field(init=False, repr=False, compare=False, default=None)
-    _leg_json: tuple[str, str] | None = field(init=False, repr=False, compare=False, default=None)
-    _source_bytes: bytes | None = field(init=False, repr=False, compare=False, default=None)
-    _sell_cap: int = field(init=False, repr=False, compare=False, default=-1)
-    _buy_cap: int = field(init=False, repr=False, compare=False, default=-1)
-    _source_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
-    _template: FungibleTemplate | None = field(init=False, repr=False, compare=False, default=None)
-    # `leg_json_bytes`: the pool's pieces of a buying leg's, of a selling leg's JSON object,
-    # and the middle piece, with the pool's price (each set once, together; the middle last).
-    _leg_buy: bytes | None = field(init=False, repr=False, compare=False, default=None)
-    _leg_sell: bytes | None = field(init=False, repr=False, compare=False, default=None)
-    _leg_mid: bytes | None = field(init=False, repr=False, compare=False, default=None)
-    _leg_price: float = field(init=False, repr=False, compare=False, default=0.0)
 
     def __post_init__(self) -> None:
         if not is_hex_id(self.txid):
@@ -153,173 +151,19 @@ class Pool:
             raise ValueError(f"pool sats out of range: {self.sats}")
         if not 0 <= self.tokens <= MAX_TOKEN_AMOUNT:
             raise ValueError(f"pool tokens out of range: {self.tokens}")
-        category = hex_to_hash(self.token_id)
-        locking = pool_locking_bytecode(self.owner_pkh)
-        source = TxOutput(
-            self.sats, locking, TokenData(category, self.tokens) if self.tokens else None
-        )
-        object.__setattr__(self, "_category", category)
-        object.__setattr__(self, "_locking", locking)
-        object.__setattr__(self, "_source", source)
-        object.__setattr__(self, "_outpoint", OutPoint(hex_to_hash(self.txid), self.vout))
-        unlocking = trade_unlocking(self.owner_pkh)
-        object.__setattr__(self, "_unlocking", unlocking)
-        object.__setattr__(self, "_state", PoolState(self.sats, self.tokens))
-        # One input object per pool: its wire bytes are encoded once, however many builds.
-        object.__setattr__(self, "_input", TxInput(self._outpoint, unlocking))
 
     @property
     def state(self) -> PoolState:
-        return self._state
-
-    @property
-    def trade_input(self) -> TxInput:
-        """This pool spent by the trade path (outpoint, 69-byte redeem push, final sequence)."""
-        return self._input
-
-    @property
-    def source_json(self) -> dict[str, Any]:
-        """`source_output` as `tx.build` reports it, made once (shared: never mutate it)."""
-        entry = self._source_json
-        if entry is None:
-            entry = {"value": str(self.sats), "locking_script_hex": self._locking.hex()}
-            token = self._source.token
-            if token is not None:
-                entry["token"] = token.to_json()
-            object.__setattr__(self, "_source_json", entry)
-        return entry
-
-    @property
-    def source_json_bytes(self) -> bytes:
-        """`source_json` serialized (orjson), made once: `BuildResult.to_json_bytes` splices it."""
-        raw = self._source_bytes
-        if raw is None:
-            raw = orjson.dumps(self.source_json)
-            object.__setattr__(self, "_source_bytes", raw)
-        return raw
-
-    @property
-    def leg_json_parts(self) -> tuple[str, str]:
-        """The constant pieces of a leg's JSON object for this pool (`wire.legs_json`): up to
-        the direction's value, and the `sats_before`/`tokens_before` members. Ids are
-        validated lowercase hex and the rest are integers, so nothing needs escaping."""
-        parts = self._leg_json
-        if parts is None:
-            owner, sats, tokens = self.json_strings
-            parts = (
-                f'{{"txid":"{self.txid}","tx_pos":{self.vout},"owner_pkh":"{owner}",'
-                f'"token_id":"{self.token_id}","direction":"',
-                f'"sats_before":"{sats}","tokens_before":"{tokens}",',
-            )
-            object.__setattr__(self, "_leg_json", parts)
-        return parts
-
-    @property
-    def leg_json_bytes(self) -> tuple[bytes, bytes, bytes]:
-        """`leg_json_parts` as the bytes `wire.columns_json_bytes` splices between a leg's
-        numbers: the opening up to `amount_in`'s value for a buying leg and for a selling
-        one, and the piece from after `lp_fee`'s value up to `sats_after`'s. Made once."""
-        buy, sell, mid = self._leg_buy, self._leg_sell, self._leg_mid
-        if buy is None or sell is None or mid is None:
-            head, middle = self.leg_json_parts
-            buy = f'{head}buy","amount_in":"'.encode()
-            sell = f'{head}sell","amount_in":"'.encode()
-            mid = f'",{middle}"sats_after":"'.encode()
-            object.__setattr__(self, "_leg_buy", buy)
-            object.__setattr__(self, "_leg_sell", sell)
-            # The pre-trade price a leg's JSON pass takes (as `sats / tokens` there; a
-            # token-less pool raises ZeroDivisionError there and here alike).
-            object.__setattr__(self, "_leg_price", self.sats / self.tokens)
-            object.__setattr__(self, "_leg_mid", mid)
-        return buy, sell, mid
-
-    @property
-    def json_strings(self) -> tuple[str, str, str]:
-        """(owner_pkh hex, sats, tokens) as a leg's JSON shows them, made once per pool."""
-        strings = self._json
-        if strings is None:
-            strings = (self.owner_pkh.hex(), str(self.sats), str(self.tokens))
-            object.__setattr__(self, "_json", strings)
-        return strings
-
-    @property
-    def sell_cap(self) -> int:
-        """`sell_out_cap` of this pool (computed once: the route asks for it per unit)."""
-        cap = self._sell_cap
-        if cap < 0:
-            cap = sell_out_cap(self.sats, self.tokens) if self.tokens >= 1 and self.sats else 0
-            object.__setattr__(self, "_sell_cap", cap)
-        return cap
-
-    @property
-    def buy_cap(self) -> int:
-        """Most tokens one purchase may take: the pool keeps one token, and the sats paid
-        keep it within the 21e14 sats an output can hold."""
-        cap = self._buy_cap
-        if cap < 0:
-            cap = max(0, self.tokens - 1)
-            room = MAX_SATS - self.sats
-            if cap and room >= 1:
-                cap = min(cap, buy_tokens_exact_in(self.state, room))
-            elif room < 1:
-                cap = 0
-            object.__setattr__(self, "_buy_cap", cap)
-        return cap
-
-    @property
-    def outpoint(self) -> OutPoint:
-        return self._outpoint
-
-    @property
-    def unlocking(self) -> bytes:
-        """The trade-path unlocking bytecode: the 69-byte redeem push."""
-        return self._unlocking
-
-    @property
-    def category(self) -> bytes:
-        """The token category in wire order."""
-        return self._category
-
-    @property
-    def locking(self) -> bytes:
-        return self._locking
-
-    @property
-    def template(self) -> FungibleTemplate:
-        """This pool's outputs' byte template (made once per pool state)."""
-        template = self._template
-        if template is None:
-            template = FungibleTemplate(self._locking, self._category)
-            object.__setattr__(self, "_template", template)
-        return template
-
-    def output(self, state: PoolState) -> TxOutput:
-        """The pool UTXO holding `state` (its current one, or its re-creation after a trade),
-        with its wire bytes made from the pool's template."""
-        return self.template.output(state.sats, state.tokens)
-
-    @property
-    def source_output(self) -> TxOutput:
-        return self._source
-
-    @property
-    def trade_size(self) -> int:
-        """Bytes this pool adds to a trade: its input plus its re-created output."""
-        return POOL_INPUT_SIZE + pool_output_size(self.tokens)
+        return PoolState(self.sats, self.tokens)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.txid, self.vout)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "txid": self.txid,
-            "tx_pos": self.vout,
-            "owner_pkh": self.owner_pkh.hex(),
-            "token_id": self.token_id,
-            "sats": self.sats,
-            "tokens": str(self.tokens),
-        }
+    @property
+    def trade_size(self) -> int:
+        """Bytes this pool adds to a trade: its input plus its re-created output."""
+        return POOL_INPUT_SIZE + pool_output_size(self.tokens)
 
 
 def is_tradable(pool: Pool) -> bool:

@@ -13,21 +13,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import chain
 from operator import attrgetter, truediv
-from typing import Any
-
-import orjson
 
 from bch.encoding import compact_size_len
 from bch.policy import dust_threshold
 from bch.script import p2pkh_locking
 from bch.token import TokenData
 from bch.tx import TxOutput
+from router.book import PoolEncoding, encodings
 from router.errors import route_failed
 from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
 from router.route import Columns, Direction, Hop, HopFootprint, Leg, solve_hop
 from router.txsize import FUNDING_INPUT_WORST, max_pools_for
-from router.wire import columns_json_bytes, legs_json
 
 # --- router fee ------------------------------------------------------------------------------
 
@@ -57,14 +54,6 @@ class RouterFee:
     amount: int  # sats or tokens; 0 when no fee is charged
     sats: int  # sats the fee output carries (the fee itself, or a token output's dust)
     bps: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "asset": self.asset,
-            "amount": str(self.amount),
-            "sats": str(self.sats),
-            "bps": self.bps,
-        }
 
 
 def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxOutput:
@@ -101,6 +90,8 @@ class Quote:
     miner_fee_estimate: int
     snapshot_version: int | str | None
     index_height: int | None
+    # The book's encodings of the pools `columns` lists, in order (what `build` and `wire` read).
+    encodings: tuple[PoolEncoding, ...] = field(repr=False, compare=False)
     # Every hop's legs (and their columns) in order, joined once on first use.
     _legs: tuple[Leg, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _columns: Columns | None = field(default=None, init=False, repr=False, compare=False)
@@ -160,68 +151,6 @@ class Quote:
         if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
             return pre[1] / pre[0], post[1] / post[0]
         return pre[0], post[0]
-
-    def to_json(self) -> dict[str, Any]:
-        return self._doc([leg.to_json() for leg in self.legs], self.prices())
-
-    def to_json_bytes(self) -> bytes:
-        """`orjson.dumps(self.to_json())`, with the legs written straight to JSON and the
-        prices taken with them (`wire.columns_json_bytes`): what the daemon sends."""
-        return orjson.dumps(self.json_doc())
-
-    def json_doc(self) -> dict[str, Any]:
-        """`to_json()` with the legs as one `orjson.Fragment` (see `to_json_bytes`), for a
-        document that holds the quote (`BuildResult.to_json_bytes`): the legs' text is then
-        copied once, into the document's bytes."""
-        parts: list[bytes] = []
-        pre: list[float] = []
-        post: list[float] = []
-        for hop in self.hops:
-            made = columns_json_bytes(hop.columns(), hop.direction, hop.amounts())
-            if made is None:
-                break  # no legs, or not all of them going the hop's way: the plain way below
-            if parts:
-                parts += made[0]
-            else:  # the first hop's pieces (a fresh list) taken as they are
-                parts = made[0]
-            pre.append(made[1])
-            post.append(made[2])
-        else:
-            if parts:  # (a quote has hops; otherwise the plain way below)
-                parts[0] = b"[" + parts[0]  # the brackets on the end pieces: one join
-                parts[-1] = b"]"  # the last object's separator
-                legs = orjson.Fragment(b"".join(parts))
-                if len(self.hops) == 2:  # as `prices`: sell A (hop 0) then buy B (hop 1)
-                    return self._doc(legs, (pre[1] / pre[0], post[1] / post[0]))
-                return self._doc(legs, (pre[0], post[0]))
-        return self._doc(orjson.Fragment(legs_json(self.legs)), self.prices())
-
-    def _doc(self, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
-        """The route object. `pools` is a count because that is what clients of the public
-        Cauldron router read there; the per-pool detail is `legs`."""
-        pre, post = prices
-        sell, buy = self.request.sell, self.request.buy
-        return {
-            "sell": sell,
-            "buy": buy,
-            "side": self.request.side.value,
-            "kind": self.kind.value,
-            "input_amount": str(self.input_amount),
-            "output_amount": str(self.output_amount),
-            "input_is_bch": sell == BCH,
-            "output_is_bch": buy == BCH,
-            "market_pre_price": pre,
-            "market_post_price": post,
-            "price_impact": abs(post - pre) / pre if pre > 0 else 0.0,
-            "pools": self.pool_count,
-            "legs": legs,
-            "router_fee": self.fee.to_json(),
-            "fee_per_byte": self.fee_per_byte,
-            "estimated_size": self.size_estimate,
-            "miner_fee_estimate_sats": str(self.miner_fee_estimate),
-            "snapshot_version": self.snapshot_version,
-            "index_height": self.index_height,
-        }
 
 
 def _require_pools(book: PoolBook, token_id: str) -> None:
@@ -325,6 +254,7 @@ def quote(
         outputs.append(_fee_output(config, fee_token, router_fee.sats))
     size = estimate_size(hops, funding_inputs, outputs)
     kb = fee_rate_per_kb(fee_per_byte)
+    pools = hops[0].columns()[0] if len(hops) == 1 else hops[0].columns()[0] + hops[1].columns()[0]
     return Quote(
         request,
         hops,
@@ -336,6 +266,7 @@ def quote(
         miner_fee(size, kb),
         book.version,
         book.height,
+        encodings(book).of(pools),
     )
 
 

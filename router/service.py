@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from websockets.asyncio.server import Server
 
 from indexer.snapshot import PoolSnapshot
+from indexer.tipwatch import TipWatch
 from router.book import LiveBook
-from router.daemon import DaemonConfig, RouterDaemon
+from router.daemon import DaemonConfig, HeardSource, RouterDaemon
 from router.params import DEFAULT_FEE_BPS, RouterConfig
 from runtime.component import Started, UpContext
 
@@ -46,9 +47,11 @@ async def start_router(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     limits: DaemonConfig | None = None,
+    heard: HeardSource | None = None,
 ) -> RouterServer:
-    """Serve the router over `snapshot` on ws://host:port (port 0: a free one)."""
-    daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits)
+    """Serve the router over `snapshot` on ws://host:port (port 0: a free one). `heard`: the
+    best tips heard of (the indexer's `TipWatch.heard`), to refuse a stale snapshot."""
+    daemon = RouterDaemon(LiveBook(snapshot), config or RouterConfig(), limits, heard)
     daemon.live.current()  # build the book (and every token's models) before the first client
     # The book and models of a large snapshot are hundreds of thousands of long-lived objects:
     # left to the cyclic GC, every full collection traverses them all (~80 ms of stalled event
@@ -82,7 +85,9 @@ async def start_router_component(ctx: UpContext) -> Started | None:
     port = getattr(args, "router_port", None)
     if port is None:
         port = 0 if getattr(args, "ports", DEFAULT_PORT) == 0 else DEFAULT_PORT
-    running = await start_router(snapshot, config, "127.0.0.1", port)
+    tips = getattr(ctx, "tips", None)
+    heard = tips.heard if isinstance(tips, TipWatch) else None
+    running = await start_router(snapshot, config, "127.0.0.1", port, heard=heard)
     lines = [f"router: {running.url} ({len(snapshot)} live pools)"]
     ready: dict[str, object] = {"router": running.url}
     if config.fee_address is not None:

@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import orjson
-
+from router import wire
 from router.book import LiveBook
 from router.build import build
 from router.errors import RouterError, build_failed
@@ -102,30 +101,25 @@ def evaluate(
     try:
         if isinstance(request, BuildRequest):
             result = build(book, request, config, trace=trace)
-            return _digest(b"tx:" + result.tx.to_bytes()), b'"result":' + result.to_json_bytes()
+            return _digest(b"tx:" + result.tx.to_bytes()), wire.result_member(
+                wire.build_bytes(result)
+            )
         q = quote(book, request, config, trace=trace)
-        doc = q.to_json()
+        doc = wire.quote_doc(q)
         stable = {k: v for k, v in doc.items() if k not in _UNSTABLE}
-        return _digest(b"route:" + orjson.dumps(stable)), b'"result":' + orjson.dumps(doc)
+        return _digest(b"route:" + wire.canonical(stable)), wire.result_member(wire.quote_bytes(q))
     except RouterError as exc:
-        error = exc.to_json()
+        error = exc
     except Exception:  # a router bug must not kill the subscription loop
         log.exception("re-routing a %s subscription failed", kind.value)
-        error = build_failed("internal error while re-routing").to_json()
-    return ERROR_MARK + _digest(orjson.dumps(error)), b'"error":' + orjson.dumps(error)
+        error = build_failed("internal error while re-routing")
+    body = wire.error_member(error)
+    return ERROR_MARK + _digest(body), body
 
 
 def push_message(kind: Kind, sub_id: str, body: bytes) -> bytes:
     """`{"method": "tx.update"|"route.update", "params": {"subscription": id, <body>}}`."""
-    return (
-        b'{"method":"'
-        + kind.push_method.encode()
-        + b'","params":{"subscription":'
-        + orjson.dumps(sub_id)
-        + b","
-        + body
-        + b"}}"
-    )
+    return wire.push(kind.push_method, sub_id, body)
 
 
 class Subscriptions:
@@ -193,6 +187,18 @@ class Subscriptions:
     def remove_all(self, sub_ids: Iterable[str]) -> None:
         for sub_id in list(sub_ids):
             self.remove(sub_id)
+
+    def push_all(self, body: bytes | None = None) -> int:
+        """Push every subscription `body` (a push's `"result": …` or `"error": …` member; None:
+        its group's current outcome), e.g. the daemon's stale_snapshot notice and the outcomes
+        after it. Returns how many pushes went out."""
+        pushed = 0
+        for group in list(self._groups.values()):
+            member_body = group.body if body is None else body
+            for sub_id, deliver in list(group.members.items()):
+                deliver(sub_id, push_message(group.kind, sub_id, member_body))
+                pushed += 1
+        return pushed
 
     def _evaluate(self, group: _Group, book: PoolBook) -> bool:
         """Route `group`'s order on `book`; True if the outcome changed."""
@@ -289,4 +295,4 @@ class _Diffs:
 def canonical_params(params: Any) -> bytes:
     """Identical orders share one routing: a digest of the params as sorted-key JSON (the key of
     their group, held as long as it lives)."""
-    return _digest(orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
+    return _digest(wire.canonical(params))

@@ -76,6 +76,9 @@ class UpContext:
     # The live pool snapshot the indexer writes and the router reads (one object, in-process);
     # `ladle up` gives it (an `indexer.snapshot.PoolSnapshot`), else the indexer makes its own.
     snapshot: Any = None
+    # The best chain tips heard (an `indexer.tipwatch.TipWatch`): the indexer sets it, the
+    # router in its process reads it to refuse answering from a stale snapshot.
+    tips: Any = None
 
 
 StartFn = Callable[[UpContext], Awaitable[Started | None]]

@@ -342,12 +342,12 @@ class IndexWriter:
 
 
 async def build_index(path: Path, p: IndexParams) -> None:
-    from indexer.store import Store
+    from indexer.index import open_store
 
     tmp = path.with_suffix(".building")
     for suffix in ("", "-wal", "-shm"):
         Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-    store = await Store.open(tmp)  # the store's own migrations: tables and indexes
+    store = await open_store(tmp)  # the store's own migrations: tables and indexes
     await store.close()
     conn = sqlite3.connect(tmp, isolation_level=None)
     # A scratch file until renamed: no journal, no fsync, and a cache big enough that random
@@ -539,10 +539,10 @@ def _feed_category(p: IndexParams, name: str) -> bytes:
 async def upgrade_index(path: Path) -> None:
     """Bring a cached index to the current schema the way the indexer would (`Store.open`
     applies the migrations it has not seen; a no-op when it is current)."""
-    from indexer.store import Store
+    from indexer.index import open_store
 
     began = time.perf_counter()
-    store = await Store.open(path)
+    store = await open_store(path)
     await store.close()
     print(f"  index opened by the store (migrations) in {time.perf_counter() - began:.1f} s")
 

@@ -43,6 +43,7 @@ from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
+from router import wire
 from router.build import build
 from router.daemon import DaemonConfig
 from router.params import RouterConfig, parse_build_params
@@ -168,7 +169,7 @@ def inprocess_build_ms(server: RouterServer, params: Any, n: int) -> list[float]
     for _ in range(n):
         t0 = time.perf_counter()
         request = parse_build_params(params, daemon.config)
-        build(daemon.live.current(), request, daemon.config).to_json_bytes()
+        wire.build_bytes(build(daemon.live.current(), request, daemon.config))
         out.append((time.perf_counter() - t0) * 1000)
     return out
 
@@ -368,11 +369,11 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
             lo, hi = (mid, hi) if pools_for(mid) < legs else (lo, mid)
         params = order(hi)
         for _ in range(20):  # warm the book's per-token caches
-            build(book, parse_build_params(params, config), config).to_json_bytes()
+            wire.build_bytes(build(book, parse_build_params(params, config), config))
         samples = []
         for _ in range(max(20, args.requests)):
             t0 = time.perf_counter()
-            build(book, parse_build_params(params, config), config).to_json_bytes()
+            wire.build_bytes(build(book, parse_build_params(params, config), config))
             samples.append((time.perf_counter() - t0) * 1000)
         rows.append({"legs": pools_for(hi), "build_inprocess_p50": pct(samples, 0.5)})
     print("tx.build in-process p50: " + ", ".join(

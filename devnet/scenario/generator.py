@@ -230,8 +230,10 @@ class ScenarioGenerator:
         params: ScenarioParams,
         *,
         extensions: Sequence[ScenarioExtension] = (),
+        address_prefix: str = "bitcoincash",
     ) -> None:
         self.devnet = devnet
+        self.address_prefix = address_prefix  # the CashAddr prefix of the ledger's addresses
         self.params = params
         self.extensions = list(extensions)
         self.node = devnet.nodes[0]
@@ -245,12 +247,10 @@ class ScenarioGenerator:
         self._prefix = f"ladle scenario {params.seed}"
         self.bank = self._purse("bank", "bank")
         self.operator = self._purse("oracle-operator", "oracle")
-        self.oracle_key = Wallet.from_seed(f"{self._prefix}/oracle-signer")
+        self.oracle_key = self.wallet(f"{self._prefix}/oracle-signer")
         self.traders = [self._purse(f"trader{i}", "trader") for i in range(params.traders)]
         self.wallets = [
-            self.book.register(
-                Purse(f"wallet{i}", Wallet.from_seed(f"ladle devnet wallet {i}"), "test")
-            )
+            self.book.register(Purse(f"wallet{i}", self.wallet(f"ladle devnet wallet {i}"), "test"))
             for i in range(params.test_wallets)
         ]
         self.tokens: list[TokenState] = []
@@ -269,8 +269,11 @@ class ScenarioGenerator:
 
     # --- actors -------------------------------------------------------------------------------
 
+    def wallet(self, seed: str) -> Wallet:
+        return Wallet.from_seed(seed, self.address_prefix)
+
     def _purse(self, name: str, role: str) -> Purse:
-        return self.book.register(Purse(name, Wallet.from_seed(f"{self._prefix}/{name}"), role))
+        return self.book.register(Purse(name, self.wallet(f"{self._prefix}/{name}"), role))
 
     # --- submission ---------------------------------------------------------------------------
 
@@ -412,7 +415,7 @@ class ScenarioGenerator:
                     i,
                     spec,
                     self._purse(f"issuer{i}", "issuer"),
-                    Wallet.from_seed(f"{self._prefix}/identity{i}"),
+                    self.wallet(f"{self._prefix}/identity{i}"),
                     math.log(price),
                     self.start_time,
                 )
@@ -970,7 +973,7 @@ class ScenarioGenerator:
                 raise ScenarioError(f"transaction {hash_to_hex(rec.txid)} left the chain")
         confirmed = sorted((x for x in placed if x[1] is not None), key=lambda x: (x[1], x[0].seq))
         pending = [x for x in placed if x[1] is None]
-        builder = _LedgerBuilder()
+        builder = _LedgerBuilder(self.address_prefix)
         for rec, height, when in confirmed:
             builder.add(rec, height, when, builder.confirmed)
         builder.settle_block()
@@ -1093,7 +1096,8 @@ class _PoolFacts:
 class _LedgerBuilder:
     """Turns the records, in final-chain order, into ledger entries."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
         self.confirmed = MempoolPart()
         self.mempool = MempoolPart()
         self.pools: dict[str, _PoolFacts] = {}
@@ -1220,7 +1224,8 @@ class _LedgerBuilder:
             pools_touched=len(rec.events),
             trader=rec.trader,
             funding_addresses=tuple(
-                Address(AddressKind.P2PKH, bytes.fromhex(p)).encode() for p in rec.funding
+                Address(AddressKind.P2PKH, bytes.fromhex(p), prefix=self.prefix).encode()
+                for p in rec.funding
             ),
             funding_pkhs=tuple(rec.funding),
         )
@@ -1235,8 +1240,8 @@ class _LedgerBuilder:
                     pool_id=pool_id,
                     category=f.category,
                     owner_pkh=f.owner_pkh,
-                    owner_address=owner_address(bytes.fromhex(f.owner_pkh)),
-                    pool_address=pool_address(bytes.fromhex(f.owner_pkh)),
+                    owner_address=owner_address(bytes.fromhex(f.owner_pkh), self.prefix),
+                    pool_address=pool_address(bytes.fromhex(f.owner_pkh), self.prefix),
                     created_txid=f.created_txid,
                     created_height=f.created_height,
                     created_time=f.created_time,

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from bch.script import p2sh32_locking_for_redeem, push_data
 from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxOutput, hash_to_hex
-from bch.wallet import Wallet
 from devnet.blocks import COIN
 from devnet.scenario.coins import TOKEN_DUST, Draft, Purse, Spend
 from protocols.ledger import TxKind
@@ -56,6 +55,9 @@ SUPPLY = 10**12  # stablecoin cents
 STATE_SATS = v11.POOL_BASE_SATS
 ALLOWANCE_MIN = 1_000
 KIND: TxKind = "lending"
+# The stand-in contracts keep state in NFT commitments longer than 40 bytes: the May 2026
+# upgrade's rules (up to 128); a node enforcing older rules refuses them.
+MIN_VM_YEAR = 2026
 RATE_USE_FEE = 500  # sats a contract pays per use of the rate oracle
 RATE_START_BP = 100
 RATE_STEPS = {"rate_up": 360, "rate_down": 200}  # step name -> the oracle's new bp value
@@ -133,7 +135,7 @@ class LendingExtension:
     # --- helpers ----------------------------------------------------------------------------
 
     def _purse(self, gen: ScenarioGenerator, name: str) -> Purse:
-        wallet = Wallet.from_seed(f"ladle scenario {gen.params.seed}/lending-{name}")
+        wallet = gen.wallet(f"ladle scenario {gen.params.seed}/lending-{name}")
         return gen.book.register(Purse(f"lending-{name}", wallet, "lending"))
 
     def _lock(self, version: Version) -> bytes:

@@ -1,8 +1,9 @@
 """The decoder registry: every protocol the indexer understands, by name.
 
-A new protocol (oracles, registries, lending) implements `Decoder` (see `base`) and registers a
-factory here; `Store.open(path, decoders=create_decoders(...))` then migrates its tables and
-feeds it blocks and mempool transactions. The follower and the store never change.
+A new protocol (oracles, registries, lending) subclasses `Decoder` (`indexer.store.decoder`)
+and registers a factory here; `Store.open(path, decoders=create_decoders(...))` (or
+`indexer.index.open_store`) then migrates its tables and feeds it blocks and mempool
+transactions. The follower and the store never change.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from indexer.decoders.base import AnyDecoder, BlockContext, BlockTx, Decoder, matches
 from indexer.decoders.cauldron import CauldronDecoder
 from indexer.decoders.lending import LendingDecoder
 from indexer.decoders.oracle import OracleDecoder
 from indexer.decoders.registry import RegistryDecoder
 from indexer.snapshot import PoolSnapshot
+from indexer.store.decoder import AnyDecoder, BlockContext, BlockTx, Decoder, matches
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import FeedConfig, FeedTable
 

@@ -15,7 +15,6 @@ reading task and must not block (the pool queues them for its dispatcher).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import ssl
@@ -33,6 +32,7 @@ from indexer.electrum.errors import (
     error_of,
 )
 from indexer.electrum.transport import MAX_MESSAGE, Transport, open_transport
+from runtime.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from indexer.electrum.capabilities import Capabilities
@@ -419,8 +419,5 @@ class ElectrumConnection:
         self._shutdown(ElectrumConnectionError(f"{self.address}: connection closed by client"))
         tasks = [t for t in (self._reader, self._pinger) if t is not None]
         current = asyncio.current_task()
-        for task in tasks:
-            if task is not current:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(t for t in tasks if t is not current)
         await self._closed.wait()

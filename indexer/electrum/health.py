@@ -4,7 +4,10 @@ A server's score is in seconds, lower is better: its smoothed request latency pl
 `PENALTY_SECONDS` per recent timeout, connection failure or overload error. Penalties halve every
 `PENALTY_HALF_LIFE` seconds, so a server that misbehaved a while ago gets another chance. After a
 connection failure a server is not retried before its backoff expires: exponential in the number
-of consecutive failures, capped, with jitter so that many clients do not reconnect in lockstep.
+of consecutive failures, with jitter so that many clients do not reconnect in lockstep, and
+capped at `MAX_RECONNECT_DELAY` so that a server coming back after an outage of any length is
+used again within that many seconds (the cost: one refused connect per server and cap while it
+is down).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ LATENCY_SMOOTHING = 0.3  # weight of the newest sample in the moving average
 UNKNOWN_LATENCY = 0.25  # seconds assumed for a server never measured
 PENALTY_SECONDS = 1.0
 PENALTY_HALF_LIFE = 300.0
+MAX_RECONNECT_DELAY = 1.5  # seconds: a returning server is tried again within this
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
     base: float = 0.5
-    cap: float = 30.0
+    cap: float = MAX_RECONNECT_DELAY
 
     def delay(self, failures: int, rng: random.Random) -> float:
         """Delay before retry number `failures` (≥ 1): half of the exponential ceiling fixed,

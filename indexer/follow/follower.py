@@ -8,7 +8,10 @@ mempool transactions are seen on Rostrum (it has no mempool notification). Notif
 skip blocks or repeat: the catch-up walks from the stored tip whatever the notice said.
 
 Errors from the servers (all unreachable, timeouts, a lying server) end the round; the next one
-starts after an exponential backoff. The pool has already tried the other servers by then.
+starts after an exponential backoff, capped like the pool's reconnects (`MAX_RECONNECT_DELAY`)
+so that a returning server is used within seconds; a failure that repeats is logged once, then
+at most every `REPEAT_LOG_INTERVAL`. The pool has already tried the other servers
+by then.
 Errors of our own (SQLite, bugs) propagate: the index must not limp on.
 """
 
@@ -19,6 +22,7 @@ import contextlib
 import logging
 
 from indexer.electrum import ElectrumClient, ElectrumClientError, HeaderNotice
+from indexer.electrum.health import MAX_RECONNECT_DELAY
 from indexer.follow.chain import (
     DEFAULT_BULK_DISTANCE,
     DEFAULT_OFFLOAD_DISTANCE,
@@ -36,6 +40,7 @@ from runtime.logs import fields
 log = logging.getLogger("indexer.follow")
 
 DEFAULT_MEMPOOL_INTERVAL = 2.0
+REPEAT_LOG_INTERVAL = 30.0  # seconds between two warnings of one failure that repeats
 
 
 class Follower:
@@ -52,7 +57,7 @@ class Follower:
         progress: Progress | None = None,
         on_block: BlockCallback | None = None,
         retry_delay: float = 0.5,
-        max_retry_delay: float = 30.0,
+        max_retry_delay: float = MAX_RECONNECT_DELAY,
         bulk_distance: int | None = DEFAULT_BULK_DISTANCE,
         offload_distance: int | None = DEFAULT_OFFLOAD_DISTANCE,
     ) -> None:
@@ -100,6 +105,8 @@ class Follower:
         `ready` is set once the initial sync and the first mempool refresh are done."""
         delay = self.retry_delay
         last_error, repeats = "", 0
+        loop = asyncio.get_running_loop()
+        said = -REPEAT_LOG_INTERVAL
         while True:
             self._wake.clear()
             try:
@@ -107,9 +114,10 @@ class Follower:
             except (ElectrumClientError, ChainError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 repeats = repeats + 1 if error == last_error else 0
-                # Said once, then again only as the backoff reaches its cap: a round that keeps
-                # failing the same way must not fill the log.
-                if repeats == 0 or delay >= self.max_retry_delay:
+                # Said once, then again at most every REPEAT_LOG_INTERVAL: a round that keeps
+                # failing the same way must not fill the log (the backoff is short).
+                if repeats == 0 or loop.time() - said >= REPEAT_LOG_INTERVAL:
+                    said = loop.time()
                     log.warning(
                         "round failed; retrying",
                         extra=fields(event="retry", error=error, delay=delay, repeats=repeats),

@@ -26,7 +26,7 @@ back and refuses what follows until the store has reloaded (`_commit_held`).
 
 The follower's whole interface:
 
-    store = await Store.open(path)
+    store = await Store.open(path, decoders=…)   # or indexer.index.open_store(path)
     tip = await store.tip()                      # None on a fresh database
     await store.apply_block(height, block)       # Block or raw block bytes
     await store.apply_block(height, block, hold=True)   # initial sync: batch the commits
@@ -42,68 +42,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time as _time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
-from bch.block import HEADER_SIZE, Block, BlockHeader, TxView, parse_view, transactions_holding
+from bch.block import Block, BlockHeader
 from bch.hashes import hash256
 from bch.tx import Transaction
-from indexer.decoders.base import (
-    AnyDecoder,
-    BlockBytes,
-    BlockContext,
-    BlockTx,
-    PrevoutFetcher,
-    bulk_hook,
-    flusher,
-    is_sparse,
-    matches,
-    selector,
-)
 from indexer.snapshot import PoolSnapshot
 from indexer.store import bulk
-from indexer.store.db import (
-    BULK_WAL_AUTOCHECKPOINT,
-    WAL_AUTOCHECKPOINT,
-    collect,
-    commit_writes,
-    open_writer,
-    pace,
-    submit,
+from indexer.store.batching import (
+    BULK_BATCH_BLOCKS,
+    BULK_BATCH_SECONDS,
+    DEFAULT_BATCH_BLOCKS,
+    DEFAULT_BATCH_SECONDS,
+    Batch,
+    BatchLimits,
 )
-from indexer.store.mempool import MempoolTracker
+from indexer.store.db import BULK_WAL_AUTOCHECKPOINT, WAL_AUTOCHECKPOINT, open_writer
+from indexer.store.decoder import AnyDecoder, BlockContext, PrevoutFetcher
+from indexer.store.heard import MIGRATIONS as HEARD_MIGRATIONS
+from indexer.store.mempool import Mempool
 from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.overlay import overlay_rows, write_overlay
 from indexer.store.schema import CORE_MIGRATIONS, Migration, applied_versions, migrate
+from indexer.store.source import BlockSource
+from indexer.store.writer import Writer
 
 _log = logging.getLogger("ladle.store")
-
-# Up to this many pending outpoints, conflicts are found by searching the raw block for each
-# outpoint; beyond it every block transaction is decoded once instead.
-_SEARCH_LIMIT = 256
-
-# Held blocks are committed after this many blocks or this long since the batch began: enough
-# to make COMMIT and checkpoints rare during a sync, short enough that a kill loses little.
-DEFAULT_BATCH_BLOCKS = 1000
-DEFAULT_BATCH_SECONDS = 0.2
-# While the indexes are deferred (the bulk of an initial sync, far below the tip) batches are
-# longer: a pool created and spent within one batch is then written once, already spent, instead
-# of inserted and updated (`Flushing`), and COMMITs and checkpoints are rarer. A kill loses at
-# most this second of work, which the restarted follower fetches again. Not longer: the big
-# tables are keyed in chain order (cauldron migration #5), so a COMMIT costs only its new pages,
-# and longer batches only bunch the writer's work into bursts the event loop waits for at batch
-# boundaries and at the tip (docs/benchmarks.md, "Figures the code relies on").
-BULK_BATCH_BLOCKS = 20_000
-BULK_BATCH_SECONDS = 1.0
-# Held blocks' writes go to the writer every this many blocks (one pipe write, which wakes the
-# writer, per block costs the loop a context switch each on a busy machine); a COMMIT, or any
-# request the store awaits, sends them at once.
-PACE_BLOCKS = 8
 
 _BULK_WAL = f"PRAGMA wal_autocheckpoint = {BULK_WAL_AUTOCHECKPOINT}"
 _USUAL_WAL = f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}"
@@ -133,116 +100,9 @@ class ChainTip:
 class AppliedBlock:
     height: int
     hash: bytes  # wire order
-    candidates: dict[str, int] = field(default_factory=dict)  # per decoder: prefilter hits
+    candidates: dict[str, int] = field(default_factory=dict)  # per decoder: selected candidates
     rows: dict[str, int] = field(default_factory=dict)  # per decoder: rows written
     already_applied: bool = False  # the same block was already stored at this height
-
-
-class _Source:
-    """A block's transactions, decoded lazily and at most once."""
-
-    def __init__(
-        self,
-        header: BlockHeader,
-        block: Block | None,
-        raws: Sequence[bytes],
-        txids: Sequence[bytes],
-    ) -> None:
-        self.header = header
-        self._block = block
-        self._raws = raws
-        self.txids = tuple(txids)
-        self._txs: dict[int, Transaction] = {}
-        self._views: dict[int, TxView] = {}
-        self._bytes: BlockBytes | None = None
-        # The 80 header bytes (the block's own, else encoded): its hash and its `blocks` row.
-        self.header_bytes = block.raw[:HEADER_SIZE] if block is not None else header.encode()
-
-    @classmethod
-    def from_block(cls, block: Block) -> _Source:
-        return cls(block.header, block, (), block.txids)
-
-    @classmethod
-    def from_transactions(cls, header: BlockHeader, txs: Sequence[Transaction | bytes]) -> _Source:
-        raws = [t.to_bytes() if isinstance(t, Transaction) else bytes(t) for t in txs]
-        src = cls(header, None, raws, [hash256(r) for r in raws])
-        for i, t in enumerate(txs):
-            if isinstance(t, Transaction):
-                src._txs[i] = t
-        return src
-
-    def __len__(self) -> int:
-        return len(self.txids)
-
-    def transaction(self, i: int) -> Transaction:
-        tx = self._txs.get(i)
-        if tx is None:
-            if self._block is not None:
-                tx = self._block.transaction(i)
-            else:
-                tx = Transaction.from_bytes(self._raws[i])
-            self._txs[i] = tx
-        return tx
-
-    def view(self, i: int) -> TxView:
-        """Transaction `i`'s `TxView`: the full decode if one was made, else the lean read."""
-        view: TxView | None = self._txs.get(i)
-        if view is None:
-            view = self._views.get(i)
-        if view is None:
-            block = self._block
-            view = block.view(i) if block is not None else parse_view(self._raws[i])[0]
-            self._views[i] = view
-        return view
-
-    def holds(self, i: int, pattern: bytes) -> bool:
-        """Do transaction `i`'s bytes contain `pattern`?"""
-        block = self._block
-        if block is not None:
-            offsets = block.offsets
-            return block.raw.find(pattern, offsets[i], offsets[i + 1]) >= 0
-        return pattern in self._raws[i]
-
-    def find(self, pattern: bytes) -> list[int]:
-        """Indexes of the transactions whose bytes contain `pattern`."""
-        if self._block is not None:
-            return self._block.find_transactions(pattern)
-        return [i for i, raw in enumerate(self._raws) if pattern in raw]
-
-    def block_bytes(self) -> BlockBytes:
-        if self._bytes is None:
-            if self._block is not None:
-                self._bytes = BlockBytes(self._block.raw, self._block.offsets, self.txids)
-            else:
-                offsets = [0]
-                for raw in self._raws:
-                    offsets.append(offsets[-1] + len(raw))
-                self._bytes = BlockBytes(b"".join(self._raws), offsets, self.txids)
-        return self._bytes
-
-    def block_txs(self, decoder: AnyDecoder) -> list[BlockTx]:
-        """The prefilter: the decoder's candidates, in block order — those its `select` hook
-        picks, or else those containing any of its `patterns` — each decoded on first use
-        (`BlockTx.tx` fully, `BlockTx.view` lean)."""
-        return self.candidates(selector(decoder), decoder.patterns)
-
-    def candidates(
-        self, select: Callable[[BlockBytes], Iterable[int]] | None, patterns: Sequence[bytes]
-    ) -> list[BlockTx]:
-        """`block_txs` given the decoder's `select` hook (or None) and `patterns`."""
-        if select is not None:
-            hits = set(select(self.block_bytes()))
-        else:
-            block = self._block
-            if block is not None:  # (`find`, without its calls per pattern)
-                raw, offsets = block.raw, block.offsets
-                hits = {i for p in patterns for i in transactions_holding(raw, offsets, p)}
-            else:
-                hits = {i for p in patterns for i in self.find(p)}
-        if not hits:
-            return []
-        txids = self.txids
-        return [BlockTx(i, txids[i], source=self) for i in sorted(hits)]
 
 
 class Store:
@@ -250,7 +110,7 @@ class Store:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: Writer,
         decoders: Sequence[AnyDecoder],
         snapshot: PoolSnapshot,
         *,
@@ -262,31 +122,20 @@ class Store:
         names = [d.name for d in decoders]
         if len(set(names)) != len(names):
             raise ValueError(f"decoder names must be unique: {names}")
-        if batch_blocks < 1 or bulk_batch_blocks < 1:
-            raise ValueError("a batch holds at least one block")
         self.conn = conn
         self.decoders = tuple(decoders)
         self.snapshot = snapshot
-        self.batch_blocks = batch_blocks
-        self.batch_seconds = batch_seconds
-        self.bulk_batch_blocks = bulk_batch_blocks
-        self.bulk_batch_seconds = bulk_batch_seconds
-        self._flushers = [f for d in self.decoders if (f := flusher(d)) is not None]
-        self._selectors = [(d, selector(d)) for d in self.decoders]
-        self._sparse = frozenset(d.name for d in self.decoders if is_sparse(d))
-        self._bulk_hooks = [b for d in self.decoders if (b := bulk_hook(d)) is not None]
+        self._batch = Batch(
+            BatchLimits(batch_blocks, batch_seconds),
+            BatchLimits(bulk_batch_blocks, bulk_batch_seconds),
+        )
         self._lock = asyncio.Lock()
-        self._mempool = MempoolTracker()
+        self._mempool = Mempool(self.decoders)
         self._dirty = True  # in-memory state not yet loaded
         self._tip_now: ChainTip | None = None  # valid while not dirty
-        self._held = 0  # blocks applied in the open transaction, not yet committed
-        self._held_since = 0.0  # monotonic time the open transaction began
         # The deferred indexes' definitions (`defer_indexes`; empty when none are deferred).
         self._deferred_defs: list[tuple[str, str]] = []
         self._restore_soon = False  # `restore_indexes_soon`: built by the next block's batch
-        # Bulk-length batches, from a batch begun with the indexes deferred until the run of
-        # held blocks ends (`commit`): the blocks after an early rebuild batch as before it.
-        self._bulk_run = False
         self._bulk_wal = False  # checkpoints spaced for a bulk run (`_BULK_WAL`)
         # A batch's COMMIT queued on the writer and not yet checked (see `_commit_held`).
         self._pending_commit: asyncio.Future[BaseException | None] | None = None
@@ -302,8 +151,8 @@ class Store:
         cls,
         path: str | Path,
         *,
+        decoders: Sequence[AnyDecoder],
         snapshot: PoolSnapshot | None = None,
-        decoders: Sequence[AnyDecoder] | None = None,
         batch_blocks: int = DEFAULT_BATCH_BLOCKS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         bulk_batch_blocks: int = BULK_BATCH_BLOCKS,
@@ -311,22 +160,19 @@ class Store:
     ) -> Store:
         """Open (creating and migrating as needed) and load in-memory state.
 
-        Default decoders: every registered one, sharing `snapshot`. Explicit `decoders` must
-        have been created with the same snapshot (`create_decoders(snapshot=…)`).
+        The `decoders` must have been created with `snapshot` (`create_decoders(snapshot=…)`;
+        `indexer.index.open_store` opens the store with every registered decoder).
         `batch_blocks`/`batch_seconds`: when held blocks are committed (see the module doc);
         `bulk_…`: the same while the indexes are deferred (`defer_indexes`).
         """
-        # In the function: the decoders import the store's tables, so a module-level import is
-        # a cycle (the one `lint-imports` still ignores, see pyproject.toml).
-        from indexer.decoders import create_decoders
-
         snap = snapshot if snapshot is not None else PoolSnapshot()
-        chosen = list(decoders) if decoders is not None else create_decoders(snapshot=snap)
+        chosen = list(decoders)
         conn = await open_writer(path)
         try:
             migrations = [
                 *CORE_MIGRATIONS,
                 *OVERLAY_MIGRATIONS,
+                *HEARD_MIGRATIONS,
                 *(m for d in chosen for m in d.migrations),
             ]
             if await bulk.deferred(conn) and await _pending(conn, migrations):
@@ -362,8 +208,8 @@ class Store:
         along the way (no-op if there are none), then let SQLite checkpoint the WAL without
         waiting for readers."""
         async with self._lock:
-            self._bulk_run = False
-            if (self._held or self._pending_commit is not None) and not self._dirty:
+            self._batch.bulk_run = False
+            if (self._batch.held or self._pending_commit is not None) and not self._dirty:
                 await self._commit_held()
                 await self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             await self._end_bulk_wal()
@@ -408,13 +254,13 @@ class Store:
 
     def _set_deferred(self, defs: list[tuple[str, str]]) -> None:
         """Deferred indexes mark the initial sync's bulk mode, which decoders hear of
-        (`indexer.decoders.base.Bulk`: live state may lag until it ends)."""
+        (`Decoder.bulk`: live state may lag until it ends)."""
         was = self.indexes_deferred
         self._deferred_defs = defs
         self._restore_soon = False
         if self.indexes_deferred != was:
-            for hook in self._bulk_hooks:
-                hook(self.indexes_deferred)
+            for d in self.decoders:
+                d.bulk(self.indexes_deferred)
 
     @property
     def indexes_deferred(self) -> bool:
@@ -424,7 +270,7 @@ class Store:
     @property
     def held_blocks(self) -> int:
         """Blocks applied but not yet committed (only ever non-zero with `hold=True`)."""
-        return self._held
+        return self._batch.held
 
     async def __aenter__(self) -> Store:
         return self
@@ -468,7 +314,7 @@ class Store:
         """Apply a whole block at `height`; `time` defaults to the header's. With `hold`, the
         transaction may stay open for the next blocks (see the module doc)."""
         parsed = block if isinstance(block, Block) else Block.from_bytes(block)
-        return await self._apply(height, _Source.from_block(parsed), time, hold)
+        return await self._apply(height, BlockSource.from_block(parsed), time, hold)
 
     async def apply_transactions(
         self,
@@ -480,7 +326,7 @@ class Store:
         hold: bool = False,
     ) -> AppliedBlock:
         """Apply a block given as its header and its transactions (in block order)."""
-        return await self._apply(height, _Source.from_transactions(header, txs), time, hold)
+        return await self._apply(height, BlockSource.from_transactions(header, txs), time, hold)
 
     async def undo_to(self, height: int) -> int:
         """Roll back every block above `height` in one transaction; returns how many."""
@@ -520,14 +366,9 @@ class Store:
             if txid in self._mempool:
                 return True
             tip = self._tip_now
-            ctx = BlockContext(0 if tip is None else tip.height + 1, int(_time.time()), b"")
-            btx = BlockTx(-1, txid, parsed)
-            used = False
-            for d in self.decoders:
-                if matches(d.patterns, raw) and await d.mempool_add(self.conn, ctx, btx):
-                    used = True
+            height = 0 if tip is None else tip.height + 1
+            used = await self._mempool.add(self.conn, height, txid, parsed, raw)
             if used:
-                self._mempool.add(txid, parsed)
                 await self._sync_overlay()
             return used
 
@@ -535,21 +376,19 @@ class Store:
         """Drop unconfirmed transactions (and their descendants) from live state."""
         async with self._lock:
             await self._ensure_loaded()
-            gone = {t for t in txids if t in self._mempool}
-            gone |= self._mempool.descendants(gone)
+            gone = self._mempool.evict(txids)
             if gone:
-                for d in self.decoders:
-                    d.mempool_evict(gone)
-                self._retain_mempool()
                 await self._sync_overlay()
             return gone
 
     def mempool_txids(self) -> set[bytes]:
-        return self._mempool.txids()
+        return self._mempool.tracker.txids()
 
     # --- internals -----------------------------------------------------------------------------
 
-    async def _apply(self, height: int, src: _Source, time: int | None, hold: bool) -> AppliedBlock:
+    async def _apply(
+        self, height: int, src: BlockSource, time: int | None, hold: bool
+    ) -> AppliedBlock:
         header = src.header
         block_hash = hash256(src.header_bytes)
         async with self._lock:
@@ -575,74 +414,65 @@ class Store:
                 src.txids,
                 self.prevouts,
             )
-            work = [(d, src.candidates(select, d.patterns)) for d, select in self._selectors]
-            sparse = self._sparse
+            work = [(d, src.candidates(d)) for d in self.decoders]
+            batch = self._batch
+            conn = self.conn
             block_row = (
                 *(height, block_hash[::-1], header.prev_hash[::-1], ctx.time),
                 *(len(src), src.header_bytes),
             )
             self._dirty = True
             try:
-                begin = not self._held
+                begin = not batch.held
                 if begin:
-                    self._held_since = _time.monotonic()
+                    batch.begin()
                 # Open the transaction, or check the held one is still open (SQLite ends a
                 # transaction itself on some errors, and nothing may then run in autocommit).
                 opening = ("begin",) if begin else ("need_tx", "the batch's transaction ended")
-                submit(self.conn, (opening, ("exec", _INSERT_BLOCK, block_row)))
+                conn.submit((opening, ("exec", _INSERT_BLOCK, block_row)))
                 if begin and self.indexes_deferred:
-                    self._bulk_run = True
+                    batch.bulk_run = True
                     if not self._bulk_wal:  # (a connection setting: kept if the batch fails)
-                        submit(self.conn, [("exec", _BULK_WAL, ())])
+                        conn.submit([("exec", _BULK_WAL, ())])
                         self._bulk_wal = True
-                self._held += 1
+                batch.held += 1
                 if self._restore_soon:
                     # The rows kept back in the batch go in before the indexes are built, not
                     # through them (a long batch keeps back most of the sync's pool rows).
                     self._flush_kept()
-                    submit(self.conn, bulk.restore_steps(self._deferred_defs))
+                    conn.submit(bulk.restore_steps(self._deferred_defs))
                     self._set_deferred([])
                 results: list[Sequence[Any]] = []
                 for d, txs in work:
-                    if not txs and d.name in sparse:
-                        results.append(())  # nothing to read, write or keep (`Sparse`)
+                    if not txs and d.sparse:
+                        results.append(())  # nothing to read, write or keep
                         continue
-                    order, context = await d.prepare(self.conn, ctx, txs)
-                    rows: list[Any] = (
-                        [row for t in order for row in d.decode(t, context)] if order else []
-                    )
-                    await d.write(self.conn, ctx, rows)
+                    order, state = await d.prepare(conn, ctx, txs)
+                    rows: list[Any] = d.decode_block(order, state) if order else []
+                    await d.write(conn, ctx, rows)
                     results.append(rows)
-                if not hold or self._batch_full():
+                if not hold or batch.full():
                     await self._commit_held(wait=not hold)
-                elif self._held % PACE_BLOCKS == 0:
-                    await pace(self.conn)
+                elif batch.pace_due():
+                    await conn.pace()
             except BaseException:
                 await self._recover()
                 raise
             tracked = len(self._mempool) > 0  # (none during an initial sync)
-            evicted = self._block_conflicts(src) if tracked else set()
+            evicted = self._mempool.conflicts(src) if tracked else set()
             candidates: dict[str, int] = {}
             written: dict[str, int] = {}
             for (d, txs), block_rows in zip(work, results, strict=True):
-                if txs or d.name not in sparse:
+                if txs or not d.sparse:
                     d.committed(ctx, block_rows, evicted)
                 candidates[d.name] = len(txs)
                 written[d.name] = len(block_rows)
             if tracked:
-                self._mempool.discard(src.txids)
-                self._retain_mempool()
+                self._mempool.settled(src.txids)
             self._tip_now = ChainTip(height, block_hash, ctx.time)
             self._dirty = False
             await self._sync_overlay()
             return AppliedBlock(height, block_hash, candidates, written)
-
-    def _batch_full(self) -> bool:
-        if self._bulk_run:
-            blocks, seconds = self.bulk_batch_blocks, self.bulk_batch_seconds
-        else:
-            blocks, seconds = self.batch_blocks, self.batch_seconds
-        return self._held >= blocks or _time.monotonic() - self._held_since >= seconds
 
     async def _commit_held(self, *, wait: bool = True) -> None:
         """Commit the held blocks; the writer makes the COMMIT only if every write of the batch
@@ -655,10 +485,10 @@ class Store:
         state is reloaded from the database, as after any failed write."""
         try:
             await self._check_commit()
-            if self._held:
+            if self._batch.held:
                 self._flush_kept()
-                self._held = 0
-                self._pending_commit = commit_writes(self.conn)
+                self._batch.reset()
+                self._pending_commit = self.conn.commit_queued()
                 if wait:
                     await self._check_commit()
         except BaseException:
@@ -666,9 +496,9 @@ class Store:
             raise
 
     def _flush_kept(self) -> None:
-        """Queue the rows decoders kept back within the batch (`Flushing`)."""
-        for flush in self._flushers:
-            flush(self.conn)
+        """Queue the rows decoders kept back within the batch (`Decoder.flush`)."""
+        for d in self.decoders:
+            d.flush(self.conn)
 
     async def _check_commit(self) -> None:
         pending, self._pending_commit = self._pending_commit, None
@@ -677,33 +507,13 @@ class Store:
             if error is not None:
                 raise error
 
-    def _block_conflicts(self, src: _Source) -> set[bytes]:
-        """Pending txs that a block transaction double-spends, plus their descendants."""
-        in_block = set(src.txids)
-        pending = {op: t for op, t in self._mempool.spenders().items() if t not in in_block}
-        if not pending:
-            return set()
-        losers: set[bytes] = set()
-        if len(pending) <= _SEARCH_LIMIT:
-            for op, txid in pending.items():
-                for i in src.find(op.encode()):
-                    if any(inp.outpoint == op for inp in src.transaction(i).inputs):
-                        losers.add(txid)
-        else:
-            for i in range(len(src)):
-                for inp in src.transaction(i).inputs:
-                    loser = pending.get(inp.outpoint)
-                    if loser is not None:
-                        losers.add(loser)
-        return losers | self._mempool.descendants(losers)
-
     async def _sync_overlay(self) -> None:
         """Rewrite the mempool overlay (`indexer.store.overlay`) if the snapshot's unconfirmed
         part or the tip it sits on changed since the last write. Not while blocks are held
         (their transaction is open; no mempool is tracked during a sync anyway): the next call
         after their commit writes it. An overlay that cannot be written is logged and retried
         at the next call: it is beside the index, which it never holds back."""
-        if self._held or self._dirty:
+        if self._batch.held or self._dirty:
             return
         rows = overlay_rows(self.snapshot)
         tip = self._tip_now
@@ -720,12 +530,6 @@ class Store:
             return
         self._overlay_written = (rows, base)
 
-    def _retain_mempool(self) -> None:
-        keep: set[bytes] = set()
-        for d in self.decoders:
-            keep.update(d.mempool_txids())
-        self._mempool.retain(keep)
-
     async def _ensure_loaded(self) -> None:
         if self._dirty:
             await self._recover()
@@ -733,13 +537,13 @@ class Store:
     async def _recover(self) -> None:
         """After a failure or cancellation: end any open transaction, reload memory state."""
         self._dirty = True
-        self._held = 0
-        self._bulk_run = False
+        self._batch.reset()
+        self._batch.bulk_run = False
         pending, self._pending_commit = self._pending_commit, None
         with contextlib.suppress(Exception):  # already reported, or about to be rolled back
             if pending is not None:
                 await pending
-            await collect(self.conn)
+            await self.conn.collect()
         await self.conn.execute("SELECT 1")  # queued behind whatever was in flight
         if self.conn.in_transaction:
             await self.conn.execute("ROLLBACK")
@@ -752,11 +556,11 @@ class Store:
         # Whether the indexes are deferred is the database's word (a failed batch may have
         # rolled back their rebuild).
         self._set_deferred(await bulk.definitions(self.conn))
-        self._retain_mempool()
+        self._mempool.retain()
         self._tip_now = await self._stored_tip()
         self._dirty = False
 
 
-async def _pending(conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> bool:
+async def _pending(conn: Writer, migrations: Sequence[Migration]) -> bool:
     applied = await applied_versions(conn)
     return any(m.version > applied.get(m.component, 0) for m in migrations)

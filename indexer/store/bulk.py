@@ -22,7 +22,7 @@ batch's transaction makes the rebuild, like every write, all or nothing.
 
 from __future__ import annotations
 
-import aiosqlite
+from indexer.store.sql import Sql
 
 _TABLE = "CREATE TABLE IF NOT EXISTS deferred_indexes (name TEXT PRIMARY KEY, sql TEXT NOT NULL)"
 _SECONDARY = (
@@ -31,12 +31,12 @@ _SECONDARY = (
 )
 
 
-async def deferred(conn: aiosqlite.Connection) -> list[str]:
+async def deferred(conn: Sql) -> list[str]:
     """Names of the indexes deferred now."""
     return [name for name, _ in await definitions(conn)]
 
 
-async def definitions(conn: aiosqlite.Connection) -> list[tuple[str, str]]:
+async def definitions(conn: Sql) -> list[tuple[str, str]]:
     """(name, CREATE statement) of every index deferred now."""
     await conn.execute(_TABLE)
     rows = await conn.execute_fetchall("SELECT name, sql FROM deferred_indexes ORDER BY name")
@@ -49,7 +49,7 @@ def restore_steps(defs: list[tuple[str, str]]) -> list[tuple[str, str, tuple[obj
     return [*(("exec", sql, ()) for _, sql in defs), ("exec", "DELETE FROM deferred_indexes", ())]
 
 
-async def defer(conn: aiosqlite.Connection) -> int:
+async def defer(conn: Sql) -> int:
     """Drop every secondary index, keeping its definition; how many. No transaction may be
     open (the store commits its held blocks first)."""
     await conn.execute(_TABLE)
@@ -62,7 +62,7 @@ async def defer(conn: aiosqlite.Connection) -> int:
     return len(rows)
 
 
-async def restore(conn: aiosqlite.Connection) -> int:
+async def restore(conn: Sql) -> int:
     """Create every deferred index again, in one transaction; how many."""
     defs = await definitions(conn)
     if defs:
@@ -70,9 +70,7 @@ async def restore(conn: aiosqlite.Connection) -> int:
     return len(defs)
 
 
-async def _atomically(
-    conn: aiosqlite.Connection, statements: list[tuple[str, tuple[object, ...]]]
-) -> None:
+async def _atomically(conn: Sql, statements: list[tuple[str, tuple[object, ...]]]) -> None:
     await conn.execute("BEGIN IMMEDIATE")
     try:
         for sql, params in statements:

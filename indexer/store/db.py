@@ -23,13 +23,11 @@ to undo its rows makes a reorg fail loudly instead of leaving orphans behind.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 
 import aiosqlite
 
-from indexer.store.writer import ProcessConnection, Step
+from indexer.store.writer import Writer
 
 BUSY_TIMEOUT_MS = 5_000
 WAL_AUTOCHECKPOINT = 10_000  # pages
@@ -54,11 +52,11 @@ READER_PRAGMAS: tuple[str, ...] = (
 )
 
 
-async def open_writer(path: str | Path) -> aiosqlite.Connection:
+async def open_writer(path: str | Path) -> Writer:
     """The indexer's connection, in autocommit mode: the store issues BEGIN/COMMIT itself so
     that a block's rows and the tip are always one explicit transaction. It runs in a child
     process (`indexer.store.writer`), so SQLite writes in parallel with the event loop."""
-    conn = await ProcessConnection(path)
+    conn = await Writer(path)
     try:
         for pragma in WRITER_PRAGMAS:
             await conn.execute(pragma)
@@ -83,51 +81,3 @@ async def open_reader(path: str | Path) -> aiosqlite.Connection:
         await conn.close()
         raise
     return conn
-
-
-def _writer(conn: aiosqlite.Connection) -> ProcessConnection:
-    if not isinstance(conn, ProcessConnection):
-        raise TypeError("queued writes need the writer connection (open_writer)")
-    return conn
-
-
-def submit(conn: aiosqlite.Connection, steps: Sequence[Step]) -> None:
-    """Queue `steps` (see `indexer.store.writer_child.run_steps`) on the writer and return at
-    once, without waiting: the event loop decodes the next block while SQLite writes this one,
-    and anything sent later on `conn` (awaited or not) runs after them. Errors surface in
-    `collect`, which the store calls before COMMIT (a failed write therefore never commits:
-    the store rolls the transaction back)."""
-    _writer(conn).post(steps)
-
-
-def submit_many(
-    conn: aiosqlite.Connection, statements: Sequence[tuple[str, Sequence[Sequence[object]]]]
-) -> None:
-    """`submit` one `executemany` per (sql, rows) with rows, all in one request; nothing is
-    queued if every statement's rows are empty (a block without rows costs nothing). Refuses
-    to run outside a transaction (SQLite may have ended it on an earlier error)."""
-    todo: list[Step] = [("many", sql, rows, None, "") for sql, rows in statements if rows]
-    if todo:
-        submit(conn, [("need_tx", "no open transaction for the submitted writes"), *todo])
-
-
-async def collect(conn: aiosqlite.Connection) -> None:
-    """Wait for every write `submit`ted on `conn`; raise the first one's error, if any."""
-    await _writer(conn).sync()
-
-
-def commit_writes(conn: aiosqlite.Connection) -> asyncio.Future[BaseException | None]:
-    """Queue COMMIT, made only if every submitted write ran (see
-    `ProcessConnection.commit_posted`); the future gives the error that prevented it."""
-    return _writer(conn).commit_posted()
-
-
-async def pace(conn: aiosqlite.Connection) -> None:
-    """One event-loop turn if submitted writes wait to be handed to the writer (see
-    `ProcessConnection.pace`); the store calls it after each held block."""
-    await _writer(conn).pace()
-
-
-def pending_writes(conn: aiosqlite.Connection) -> int:
-    """How many submitted writes are not yet collected (0 after `collect`)."""
-    return _writer(conn).posted

@@ -22,13 +22,13 @@ run is replaced by an empty one, as the mempool is re-read from the node).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import aiosqlite
-
 from indexer.snapshot import LivePool, PoolSnapshot
 from indexer.store.schema import Migration
+from indexer.store.sql import Sql
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -95,7 +95,7 @@ def _created(p: LivePool, seq: int) -> tuple[object, ...]:
 
 
 async def write_overlay(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     rows: Sequence[tuple[object, ...]],
     height: int | None,
     block_hash: bytes | None,
@@ -125,12 +125,12 @@ class OverlayState:
     hash: str | None  # display hex
 
 
-async def overlay_state(conn: aiosqlite.Connection) -> OverlayState | None:
+async def overlay_state(conn: Sql) -> OverlayState | None:
     """The overlay's revision and base tip; None when the database has no overlay (an index
     written before migration `mempool` #1)."""
     try:
         rows = list(await conn.execute_fetchall("SELECT revision, height, hash FROM mempool_state"))
-    except aiosqlite.OperationalError:  # no such table
+    except sqlite3.OperationalError:  # no such table
         return None
     if not rows:
         return None

@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
-from indexer.decoders.cauldron.model import parse_pool_id
 from indexer.store.listing import Listing, Seek
+from indexer.store.pool_id import parse_pool_id
+from indexer.store.sql import Sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +98,17 @@ _POOL = "txid, vout, lineage_txid, lineage_vout, owner_pkh, category, sats, toke
 _POOL_P = ", ".join(f"p.{c.strip()}" for c in _POOL.split(","))
 
 
-async def _one(conn: aiosqlite.Connection, sql: str, params: Iterable[object] = ()) -> Any:
+async def _one(conn: Sql, sql: str, params: Iterable[object] = ()) -> Any:
     rows = list(await conn.execute_fetchall(sql, tuple(params)))
     return rows[0] if rows else None
 
 
-async def index_height(conn: aiosqlite.Connection) -> int | None:
+async def index_height(conn: Sql) -> int | None:
     row = await _one(conn, "SELECT max(height) FROM blocks")
     return None if row is None else row[0]
 
 
-async def height_at(conn: aiosqlite.Connection, time: int) -> int | None:
+async def height_at(conn: Sql, time: int) -> int | None:
     """The state "as of time t": the highest block such that it and every block below it have
     a header time ≤ t (header times are not monotonic; their running maximum is). None if the
     index has no such block."""
@@ -122,7 +121,7 @@ async def height_at(conn: aiosqlite.Connection, time: int) -> int | None:
 
 
 async def active_pools(
-    conn: aiosqlite.Connection, *, token: str | None = None, pkh: str | None = None
+    conn: Sql, *, token: str | None = None, pkh: str | None = None
 ) -> list[PoolRow]:
     """Live pools of a token and/or an owner (at least one filter; both = intersection)."""
     if token is None and pkh is None:
@@ -142,7 +141,7 @@ async def active_pools(
     return [_pool(r) for r in rows]
 
 
-async def all_active_pools(conn: aiosqlite.Connection) -> list[PoolRow]:
+async def all_active_pools(conn: Sql) -> list[PoolRow]:
     rows = await conn.execute_fetchall(
         f"SELECT {_POOL} FROM cauldron_pools WHERE spent_height IS NULL "
         "ORDER BY category, height, position, vout"
@@ -150,9 +149,7 @@ async def all_active_pools(conn: aiosqlite.Connection) -> list[PoolRow]:
     return [_pool(r) for r in rows]
 
 
-async def pool_history(
-    conn: aiosqlite.Connection, pool_id: str, start: int | None = None
-) -> list[PoolRow]:
+async def pool_history(conn: Sql, pool_id: str, start: int | None = None) -> list[PoolRow]:
     """Every state of a lineage in chain order (from time `start` if given); [] if unknown."""
     lineage = parse_pool_id(pool_id)
     rows = await conn.execute_fetchall(
@@ -163,7 +160,7 @@ async def pool_history(
     return [_pool(r) for r in rows]
 
 
-async def contract_counts(conn: aiosqlite.Connection, token: str | None = None) -> tuple[int, int]:
+async def contract_counts(conn: Sql, token: str | None = None) -> tuple[int, int]:
     """(active pools, ended lineages = withdraws), overall or for one token."""
     if token is None:
         active = await _one(conn, "SELECT count(*) FROM cauldron_pools WHERE spent_height IS NULL")
@@ -183,7 +180,7 @@ async def contract_counts(conn: aiosqlite.Connection, token: str | None = None) 
     return int(active[0]), int(ended[0])
 
 
-async def tokens(conn: aiosqlite.Connection) -> list[TokenRow]:
+async def tokens(conn: Sql) -> list[TokenRow]:
     rows = await conn.execute_fetchall(
         "SELECT category, height, time, first_pool_txid, first_pool_vout FROM cauldron_tokens "
         "ORDER BY height, position, out_index"
@@ -191,7 +188,7 @@ async def tokens(conn: aiosqlite.Connection) -> list[TokenRow]:
     return [TokenRow(_hex_id(r[0]), r[1], r[2], f"{_hex_id(r[3])}:{r[4]}") for r in rows]
 
 
-async def first_pool(conn: aiosqlite.Connection, token: str) -> PoolRow | None:
+async def first_pool(conn: Sql, token: str) -> PoolRow | None:
     """The first UTXO of the token's first pool lineage."""
     row = await _one(
         conn,
@@ -205,7 +202,7 @@ async def first_pool(conn: aiosqlite.Connection, token: str) -> PoolRow | None:
 
 
 async def value_locked(
-    conn: aiosqlite.Connection, *, token: str | None = None, height: int | None = None
+    conn: Sql, *, token: str | None = None, height: int | None = None
 ) -> dict[str, ValueLocked]:
     """Per token: sats, tokens and pool count locked as of `height` (default: the tip)."""
     at = (1 << 62) if height is None else height
@@ -243,7 +240,7 @@ def trades_listing(token: str | None = None) -> Listing:
 
 
 async def latest_trades(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     limit: int,
     offset: int = 0,
     token: str | None = None,
@@ -266,9 +263,7 @@ async def latest_trades(
     return [_trade(r) for r in rows]
 
 
-async def trades_between(
-    conn: aiosqlite.Connection, token: str, start: int, end: int
-) -> list[TradeRow]:
+async def trades_between(conn: Sql, token: str, start: int, end: int) -> list[TradeRow]:
     """A token's trades with start ≤ time ≤ end, in time order (ties in chain order): the
     input of price history and candlesticks."""
     rows = await conn.execute_fetchall(
@@ -279,7 +274,7 @@ async def trades_between(
     return [_trade(r) for r in rows]
 
 
-async def price_at(conn: aiosqlite.Connection, token: str, time: int) -> TradeRow | None:
+async def price_at(conn: Sql, token: str, time: int) -> TradeRow | None:
     """The token's last trade at or before `time` (its `price` is the execution price)."""
     row = await _one(
         conn,
@@ -291,9 +286,7 @@ async def price_at(conn: aiosqlite.Connection, token: str, time: int) -> TradeRo
     return None if row is None else _trade(row)
 
 
-async def volume(
-    conn: aiosqlite.Connection, start: int, end: int, token: str | None = None
-) -> tuple[int, int, int]:
+async def volume(conn: Sql, start: int, end: int, token: str | None = None) -> tuple[int, int, int]:
     """(volume in sats, volume in tokens, trade count) for start ≤ time ≤ end. The token
     volume is only meaningful per token."""
     if token is None:
@@ -313,9 +306,7 @@ async def volume(
     return int(row[0]), int(row[1]), int(row[2])
 
 
-async def volume_by_token(
-    conn: aiosqlite.Connection, start: int, end: int
-) -> dict[str, tuple[int, int, int]]:
+async def volume_by_token(conn: Sql, start: int, end: int) -> dict[str, tuple[int, int, int]]:
     rows = await conn.execute_fetchall(
         "SELECT category, sum(volume_sats), sum(volume_tokens), count(*) FROM cauldron_trades "
         "WHERE time BETWEEN ? AND ? GROUP BY category",
@@ -324,7 +315,7 @@ async def volume_by_token(
     return {_hex_id(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
 
 
-async def unique_addresses(conn: aiosqlite.Connection) -> list[tuple[str, int]]:
+async def unique_addresses(conn: Sql) -> list[tuple[str, int]]:
     """[(month "YYYY-MM", distinct trader pkhs that month)], oldest first."""
     rows = await conn.execute_fetchall(
         "SELECT month, count(*) FROM cauldron_trader_months GROUP BY month ORDER BY month"

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import aiosqlite
-
 from indexer.store.listing import Listing, Seek
+from indexer.store.sql import Sql
 from protocols.lending import v1, v11
 
 HISTORY_DEFAULT, HISTORY_MAX = 50, 200
@@ -78,7 +77,7 @@ def _loan(r: Any) -> LoanRow:
 
 
 async def active_loans(
-    conn: aiosqlite.Connection, version: str, offset: int = 0, limit: int | None = None
+    conn: Sql, version: str, offset: int = 0, limit: int | None = None
 ) -> list[LoanRow]:
     """The version's live loans in chain order (height, position, vout: stable for paging);
     `limit` None: all of them (what the totals need)."""
@@ -145,7 +144,7 @@ def history_listing(version: str) -> Listing:
 
 
 async def history(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     version: str,
     offset: int = 0,
     limit: int = HISTORY_DEFAULT,
@@ -180,7 +179,7 @@ async def history(
 
 
 async def loan_history(
-    conn: aiosqlite.Connection, borrower_hash: str, version: str | None = None
+    conn: Sql, borrower_hash: str, version: str | None = None
 ) -> list[ActionOut]:
     """One borrower's actions in ascending time (block order)."""
     sql = _ACTION + "WHERE borrower_hash = ?"
@@ -204,7 +203,7 @@ class AllowanceRow:
     time: int
 
 
-async def allowances(conn: aiosqlite.Connection, owner_hash: str) -> list[AllowanceRow]:
+async def allowances(conn: Sql, owner_hash: str) -> list[AllowanceRow]:
     """Unspent outputs payable to the owner NFT hash."""
     rows = await conn.execute_fetchall(
         "SELECT txid, vout, owner_hash, sats, category, token_amount, height, time "
@@ -250,7 +249,7 @@ def _state(r: Any) -> StateRow:
 
 
 async def state_history(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     kind: Literal["bar", "pool"],
     since: int = 0,
     limit: int = STATE_DEFAULT,
@@ -264,7 +263,7 @@ async def state_history(
     return [_state(r) for r in rows]
 
 
-async def _state_at(conn: aiosqlite.Connection, kind: str, mtp: int) -> StateRow | None:
+async def _state_at(conn: Sql, kind: str, mtp: int) -> StateRow | None:
     rows = await conn.execute_fetchall(
         _STATE + "WHERE kind = ? AND mtp <= ? ORDER BY mtp DESC, height DESC, position DESC "
         "LIMIT 1",
@@ -273,9 +272,7 @@ async def _state_at(conn: aiosqlite.Connection, kind: str, mtp: int) -> StateRow
     return next((_state(r) for r in rows), None)
 
 
-async def staking_apr(
-    conn: aiosqlite.Connection, now: int, window: int = APR_WINDOW_DEFAULT
-) -> dict[str, Any]:
+async def staking_apr(conn: Sql, now: int, window: int = APR_WINDOW_DEFAULT) -> dict[str, Any]:
     """Annualised growth of the bar's and the pool's share price over [now − window, now]
     (by mtp), gross of exit fees; the pool's excludes its BCH pot. A figure is None without
     coverage: no state at or before the window's start."""
@@ -297,9 +294,7 @@ class Crankable:
     reason: str  # liquidate, redeem, accrue
 
 
-async def crankable(
-    conn: aiosqlite.Connection, now: int, price: int | None, rate_bp: int | None
-) -> list[Crankable]:
+async def crankable(conn: Sql, now: int, price: int | None, rate_bp: int | None) -> list[Crankable]:
     """Active v11 loans a keeper may legally process at `now` (at this oracle price and rate)
     and whose collateral can fund the keeper's fee, with the reason for each."""
     out = []
@@ -321,7 +316,7 @@ def ratio_bucket(collateral: int, price: int, owed: int) -> str:
 
 
 async def stats(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     version: str,
     price: int | None,
     now: int,
@@ -359,7 +354,7 @@ class OraclePrice:
     sequence: int
 
 
-async def oracle_price(conn: aiosqlite.Connection, category: str, now: int) -> OraclePrice | None:
+async def oracle_price(conn: Sql, category: str, now: int) -> OraclePrice | None:
     """The price a feed (display-hex category) stood at `now`: of its price updates
     timestamped at or before `now`, the one with the highest sequence (parallel oracle UTXOs
     may exist; the highest sequence is the current one). None without such an update."""
@@ -379,9 +374,7 @@ class OracleRate:
     category: str  # the rate feed (display hex)
 
 
-async def oracle_rate(
-    conn: aiosqlite.Connection, now: int, category: str | None = None
-) -> OracleRate | None:
+async def oracle_rate(conn: Sql, now: int, category: str | None = None) -> OracleRate | None:
     """The interest-rate oracle's value at `now`: the latest update timestamped at or before
     `now` of the feed `category`, or (None) of any feed the indexer was configured to decode
     with the `rate` layout — a deployment has one rate oracle, and the indexer's feed table

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
+from indexer.store.sql import Sql
 
 _SELECT = (
     "SELECT u.oracle_time, u.price, u.txid, b.hash, u.sequence FROM oracle_updates AS u "
@@ -33,7 +33,7 @@ def _point(r: Any) -> FeedPoint:
 
 
 async def feed_history(
-    conn: aiosqlite.Connection,
+    conn: Sql,
     category: str,
     start: int,
     end: int | None = None,
@@ -64,9 +64,7 @@ async def feed_history(
     return [_point(r) for r in rows]
 
 
-async def feed_closest(
-    conn: aiosqlite.Connection, category: str, timestamp: int
-) -> FeedPoint | None:
+async def feed_closest(conn: Sql, category: str, timestamp: int) -> FeedPoint | None:
     """The update whose time is closest to `timestamp` (a tie goes to the earlier one); None
     when the feed has no data. Two index seeks."""
     cat = bytes.fromhex(category)
@@ -86,7 +84,7 @@ async def feed_closest(
     return min(found, key=lambda p: (abs(p.time - timestamp), p.time))
 
 
-async def latest_price(conn: aiosqlite.Connection, category: str) -> FeedPoint | None:
+async def latest_price(conn: Sql, category: str) -> FeedPoint | None:
     """The current price: the update with the highest sequence (parallel UTXOs may exist)."""
     rows = await conn.execute_fetchall(
         _SELECT + "WHERE u.category = ? AND u.price IS NOT NULL ORDER BY u.sequence DESC LIMIT 1",
@@ -109,9 +107,7 @@ class MessageRow:
     price: int | None  # only for valid price messages
 
 
-async def messages(
-    conn: aiosqlite.Connection, pubkey: str, start: int, end: int
-) -> list[MessageRow]:
+async def messages(conn: Sql, pubkey: str, start: int, end: int) -> list[MessageRow]:
     """Published GP messages of one key with start ≤ message time ≤ end, in time order."""
     rows = await conn.execute_fetchall(
         "SELECT txid, vout, height, time, pubkey, status, msg_time, message_sequence, "

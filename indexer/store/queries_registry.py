@@ -15,8 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
+from indexer.store.sql import Sql
 from protocols.bcmr import FileMeta, flatten_entry, identity_snapshot
 
 
@@ -28,7 +27,7 @@ class AuthchainInfo:
     burned: bool
 
 
-async def authchain(conn: aiosqlite.Connection, category: str) -> AuthchainInfo | None:
+async def authchain(conn: Sql, category: str) -> AuthchainInfo | None:
     rows = await conn.execute_fetchall(
         "SELECT txid, seq, burned FROM registry_links WHERE authbase = ? ORDER BY seq DESC LIMIT 1",
         (bytes.fromhex(category),),
@@ -45,9 +44,7 @@ def _parse(content: bytes) -> Any:
         return None
 
 
-async def onchain_entry(
-    conn: aiosqlite.Connection, category: str, now: int
-) -> dict[str, Any] | None:
+async def onchain_entry(conn: Sql, category: str, now: int) -> dict[str, Any] | None:
     """The token's on-chain registry entry, or None."""
     rows = await conn.execute_fetchall(
         "SELECT p.expected_hash, d.actual_hash, d.content FROM registry_publications AS p "
@@ -65,7 +62,7 @@ async def onchain_entry(
     return None
 
 
-async def all_entries(conn: aiosqlite.Connection, category: str, now: int) -> list[dict[str, Any]]:
+async def all_entries(conn: Sql, category: str, now: int) -> list[dict[str, Any]]:
     """Every registry's entry for the token: on-chain first, then off-chain sources by name."""
     out: list[dict[str, Any]] = []
     first = await onchain_entry(conn, category, now)
@@ -88,7 +85,7 @@ async def all_entries(conn: aiosqlite.Connection, category: str, now: int) -> li
     return out
 
 
-async def categories_with_symbol(conn: aiosqlite.Connection, symbol: str, now: int) -> list[str]:
+async def categories_with_symbol(conn: Sql, symbol: str, now: int) -> list[str]:
     """Tokens whose current on-chain entry has this symbol (a symbol may be shared: the caller
     decides what an ambiguous answer means). Scans the stored copies: one per token with a
     registry, parsed in Python."""
@@ -115,7 +112,7 @@ class FetchRow:
     error: str | None
 
 
-async def fetch_log(conn: aiosqlite.Connection, category: str) -> list[FetchRow]:
+async def fetch_log(conn: Sql, category: str) -> list[FetchRow]:
     """Every fetch attempt of the token's publications, oldest first."""
     rows = await conn.execute_fetchall(
         "SELECT f.txid, f.url, f.fetched_at, f.http_status, p.expected_hash, f.actual_hash, "

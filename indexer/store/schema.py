@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import aiosqlite
+from indexer.store.sql import Sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def check_migrations(migrations: Iterable[Migration]) -> None:
         expected[m.component] = want
 
 
-async def applied_versions(conn: aiosqlite.Connection) -> dict[str, int]:
+async def applied_versions(conn: Sql) -> dict[str, int]:
     """Highest applied version per component."""
     await conn.executescript(_BOOKKEEPING)
     rows = await conn.execute_fetchall(
@@ -76,7 +76,7 @@ async def applied_versions(conn: aiosqlite.Connection) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows}
 
 
-async def migrate(conn: aiosqlite.Connection, migrations: Iterable[Migration]) -> list[Migration]:
+async def migrate(conn: Sql, migrations: Iterable[Migration]) -> list[Migration]:
     """Apply every migration not yet recorded, in order; return the ones applied.
 
     The connection must be in autocommit mode (isolation_level=None): each migration runs in

@@ -6,13 +6,14 @@ SQLite thread waits for the GIL after nearly every row, and the two threads end 
 (the initial sync's wall time becomes the *sum* of both threads' CPU: docs/benchmarks.md).
 Here the connection lives in a child process (`writer_child.py`): the event loop serializes each
 statement list onto a pipe (`marshal`, or `pickle` for what marshal cannot hold) and goes on;
-the child runs it on another core. Requests are pipelined and run in order, so `post` (no
-answer: block writes) never waits, `call` waits for its own answer, and `sync` returns the
-first error among the posts since the last sync.
+the child runs it on another core. Requests are pipelined and run in order, so `submit` (no
+answer: block writes) never waits, an awaited statement waits for its own answer, and `collect`
+returns the first error among the submissions since the last `collect`.
 
-`ProcessConnection` is an `aiosqlite.Connection` for the part of its API the store, the decoders
-and the tests use (`execute`, `execute_fetchall`, `executemany`, `executescript`, `close`,
-`in_transaction`, `async with`); anything else raises (no connection object behind it).
+`Writer` is the typed client of that process, and the only way the store and the decoders reach
+the database: awaited statements (`execute`, `execute_fetchall`, `executemany`,
+`executescript`) and queued ones (`submit`, `submit_many`, checked by `collect` and
+`commit_queued`).
 
 Crash safety is unchanged: the child commits only when told to, in the order the requests were
 sent, and on end of input (the parent exited or was killed) it closes the database without
@@ -31,11 +32,9 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
-
-import aiosqlite
-from aiosqlite.context import contextmanager
 
 Step = tuple[Any, ...]
 
@@ -49,32 +48,13 @@ class WriterGone(sqlite3.OperationalError):
     """The writer process exited (or could not start)."""
 
 
-class _Rows:
-    """What a finished `execute` left: enough of a `sqlite3.Cursor` for `aiosqlite.Cursor`."""
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """What one statement left: its rows, how many rows it changed, the last inserted rowid."""
 
-    def __init__(self, rows: list[Any], rowcount: int, lastrowid: int | None) -> None:
-        self._rows = rows
-        self.rowcount = rowcount
-        self.lastrowid = lastrowid
-        self.arraysize = 1
-
-    def fetchall(self) -> list[Any]:
-        rows, self._rows = self._rows, []
-        return rows
-
-    def fetchone(self) -> Any:
-        return self._rows.pop(0) if self._rows else None
-
-    def fetchmany(self, size: int = 1) -> list[Any]:
-        rows, self._rows = self._rows[:size], self._rows[size:]
-        return rows
-
-    def close(self) -> None:
-        self._rows = []
-
-
-def _no_connector() -> sqlite3.Connection:
-    raise WriterGone("a ProcessConnection has no in-process connection")
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+    lastrowid: int | None
 
 
 def _params(parameters: Iterable[Any] | None) -> Any:
@@ -83,11 +63,10 @@ def _params(parameters: Iterable[Any] | None) -> Any:
     return parameters if isinstance(parameters, tuple | list | dict) else list(parameters)
 
 
-class ProcessConnection(aiosqlite.Connection):
-    """See the module doc. Open with `await ProcessConnection(path)`."""
+class Writer:
+    """See the module doc. Open with `await Writer(path)`."""
 
     def __init__(self, path: str | Path) -> None:
-        super().__init__(_no_connector, 64)
         self._path = str(path)
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -99,10 +78,10 @@ class ProcessConnection(aiosqlite.Connection):
 
     # --- life cycle ------------------------------------------------------------------------
 
-    def __await__(self) -> Generator[Any, None, ProcessConnection]:
+    def __await__(self) -> Generator[Any, None, Writer]:
         return self._start().__await__()
 
-    async def _start(self) -> ProcessConnection:
+    async def _start(self) -> Writer:
         if self._proc is None:
             self._proc = await asyncio.create_subprocess_exec(
                 *(sys.executable, "-I", "-S", str(_CHILD), self._path),
@@ -117,7 +96,6 @@ class ProcessConnection(aiosqlite.Connection):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        self._running = False
         if proc.stdin is not None and self._gone is None:
             with contextlib.suppress(ConnectionError, WriterGone):
                 self._send_posts()
@@ -131,10 +109,13 @@ class ProcessConnection(aiosqlite.Connection):
 
     # --- requests ----------------------------------------------------------------------------
 
-    def post(self, steps: Sequence[Step]) -> None:
-        """Queue `steps` and return at once (errors come back from `sync`). Posts are joined
-        into one request until the next `pace` or request: a block's writes (the store's and
-        every decoder's) cost one serialization and one pipe write."""
+    def submit(self, steps: Sequence[Step]) -> None:
+        """Queue `steps` (see `indexer.store.writer_child.run_steps`) and return at once: the
+        event loop decodes the next block while SQLite writes this one, and anything sent
+        later runs after them. Errors come back from `collect` (a failed write therefore never
+        commits). Submissions are joined into one request until the next `pace` or request: a
+        block's writes (the store's and every decoder's) cost one serialization and one pipe
+        write."""
         if self._gone is not None:
             raise WriterGone(str(self._gone))
         self._joined.extend(steps)
@@ -151,8 +132,16 @@ class ProcessConnection(aiosqlite.Connection):
         await self._drain()
         return await future
 
-    async def sync(self) -> None:
-        """Wait for every post so far; raise the first one's error, if any."""
+    def submit_many(self, statements: Sequence[tuple[str, Sequence[Sequence[object]]]]) -> None:
+        """`submit` one `executemany` per (sql, rows) with rows, all in one request; nothing is
+        queued if every statement's rows are empty (a block without rows costs nothing).
+        Refuses to run outside a transaction (SQLite may have ended it on an earlier error)."""
+        todo: list[Step] = [("many", sql, rows, None, "") for sql, rows in statements if rows]
+        if todo:
+            self.submit([("need_tx", "no open transaction for the submitted writes"), *todo])
+
+    async def collect(self) -> None:
+        """Wait for every submitted write so far; raise the first one's error, if any."""
         future = self._request(("sync", []))
         self._posted = 0
         await self._drain()
@@ -160,11 +149,11 @@ class ProcessConnection(aiosqlite.Connection):
         if error is not None:
             raise error
 
-    def commit_posted(self) -> asyncio.Future[Any]:
-        """Queue a COMMIT of the open transaction, made only if every post since the last sync
-        ran (else the child rolls back, and refuses every later post and commit until the
-        next `sync`); the future gives the error, or None. Awaiting it later, not now, lets
-        the event loop go on while the child catches up."""
+    def commit_queued(self) -> asyncio.Future[BaseException | None]:
+        """Queue a COMMIT of the open transaction, made only if every write submitted since the
+        last `collect` ran (else the child rolls back, and refuses every later submission and
+        commit until the next `collect`); the future gives the error, or None. Awaiting it
+        later, not now, lets the event loop go on while the child catches up."""
         return self._request(("commit", []))
 
     async def pace(self) -> None:
@@ -179,8 +168,8 @@ class ProcessConnection(aiosqlite.Connection):
             await asyncio.sleep(0)
 
     @property
-    def posted(self) -> int:
-        """Posts since the last `sync`."""
+    def pending(self) -> int:
+        """Submissions since the last `collect`."""
         return self._posted
 
     @property
@@ -188,34 +177,29 @@ class ProcessConnection(aiosqlite.Connection):
         """As of the last answer (exact right after any awaited request)."""
         return self._in_tx
 
-    # --- the aiosqlite API the store uses ---------------------------------------------------
+    # --- awaited statements ------------------------------------------------------------------
 
-    @contextmanager
-    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> aiosqlite.Cursor:
+    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> Executed:
         rows, rowcount, lastrowid = await self.call([("exec", sql, _params(parameters))])
-        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows(rows, rowcount, lastrowid)))
+        return Executed(rows, rowcount, lastrowid)
 
-    @contextmanager
     async def execute_fetchall(
         self, sql: str, parameters: Iterable[Any] | None = None
-    ) -> Iterable[sqlite3.Row]:
+    ) -> list[tuple[Any, ...]]:
         rows, _, _ = await self.call([("exec", sql, _params(parameters))])
-        return cast(Iterable[sqlite3.Row], rows)
+        return cast(list[tuple[Any, ...]], rows)
 
-    @contextmanager
-    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> aiosqlite.Cursor:
-        rows = [_params(p) for p in parameters]
-        await self.call([("many", sql, rows, None, "")])
-        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows([], len(rows), None)))
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]]) -> None:
+        await self.call([("many", sql, [_params(p) for p in parameters], None, "")])
 
-    @contextmanager
-    async def executescript(self, sql_script: str) -> aiosqlite.Cursor:
+    async def executescript(self, sql_script: str) -> None:
         await self.call([("script", sql_script)])
-        return aiosqlite.Cursor(self, cast(sqlite3.Cursor, _Rows([], -1, None)))
 
-    async def _execute(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """`aiosqlite.Cursor` calls this with the `_Rows` methods: local, nothing to queue."""
-        return fn(*args, **kwargs)
+    async def __aenter__(self) -> Writer:
+        return await self._start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     # --- the pipe ----------------------------------------------------------------------------
 

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from rest.errors import JSON_TYPE, ApiError
 from rest.middleware import accepts_gzip
 from rest.openapi import docs_html
+from runtime.errors import JSON_TYPE, ApiError
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "pages"

@@ -7,7 +7,7 @@ from starlette.requests import Request
 from rest import queries_dex as qd
 from rest.context import ApiContext
 from rest.db import Snapshot
-from rest.errors import ApiError
+from rest.errors import not_found
 from rest.tokens import resolve_token
 
 
@@ -28,4 +28,4 @@ async def require_token(ctx: ApiContext, snap: Snapshot, token: str) -> None:
     if known is None:
         known = await qd.token(snap.conn, token) is not None
     if not known:
-        raise ApiError.not_found("unknown_token", f"the index has never seen a pool of {token}")
+        raise not_found("unknown_token", f"the index has never seen a pool of {token}")

@@ -19,7 +19,7 @@ from indexer.store import queries_oracle as qo
 from rest import endpoints as e
 from rest.db import Snapshot
 from rest.endpoints import MAX_UPDATES
-from rest.errors import ApiError
+from rest.errors import bad_parameter, not_found
 from rest.routes.common import context
 from rest.tokens import TOKEN_ID
 
@@ -64,7 +64,7 @@ async def history(request: Request, args: e.FeedHistoryArgs) -> Response:
                 await snap.conn.execute_fetchall(_COUNT, (bytes.fromhex(token), start, end))
             )
             if int(rows[0][0]) > MAX_UPDATES:
-                raise ApiError.bad(
+                raise bad_parameter(
                     "stepsize",
                     f"{rows[0][0]} updates between start and end; at most {MAX_UPDATES} without "
                     "a stepsize (give one, or a shorter window)",
@@ -81,7 +81,7 @@ async def closest(request: Request, args: e.FeedClosestArgs) -> Response:
     text = args.token_id
     if not TOKEN_ID.match(text):
         # A malformed id names no feed: not found (as the reference API answers).
-        raise ApiError.not_found("unknown_token", "token_id: not a 64-character hex token id")
+        raise not_found("unknown_token", "token_id: not a 64-character hex token id")
     token = text.lower()
     when = args.timestamp
     timestamp = ctx.now() if when is None else when

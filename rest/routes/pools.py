@@ -18,19 +18,23 @@ from rest import shapes
 from rest.apy_index import combine, owner_apy, token_apys
 from rest.db import Snapshot
 from rest.declare import Args, NoArgs
-from rest.errors import ApiError
+from rest.errors import bad_parameter, not_found
 from rest.mempool import read_overlay
 from rest.routes.common import context, require_token, token_id
+from runtime.errors import ApiError
 
 
 async def pool_active(request: Request, args: e.PoolActiveArgs) -> Response:
     ctx = context(request)
     pkh_text = args.pkh if args.pkh is not None else args.user
     if args.pkh is not None and args.user is not None:
-        raise ApiError.bad("user", "the same filter as pkh: give one of them")
+        raise bad_parameter("user", "the same filter as pkh: give one of them")
     if args.token is None and pkh_text is None:
         raise ApiError(
-            400, "missing_parameter", "token or pkh (user): give at least one", parameter="token"
+            400,
+            "missing_parameter",
+            "token or pkh (user): give at least one",
+            fields={"parameter": "token"},
         )
     token = None if args.token is None else await token_id(ctx, args.token)
     pkh = None if pkh_text is None else pkh_text.lower()
@@ -123,7 +127,7 @@ async def pool_history(request: Request, args: e.PoolHistoryArgs) -> Response:
     async def compute(snap: Snapshot) -> Any:
         states = await q.pool_history(snap.conn, pool_id, start)
         if not states and (start is None or not await qd.lineage_known(snap.conn, pool_id)):
-            raise ApiError.not_found("unknown_pool", f"no pool with the id {pool_id}")
+            raise not_found("unknown_pool", f"no pool with the id {pool_id}")
         first = states[0] if states else None
         if first is None:  # known, but nothing at or after `start`: owner/token from its start
             first = (await q.pool_history(snap.conn, pool_id))[0]
@@ -143,7 +147,7 @@ async def aggregated_apy(request: Request, args: e.ApyArgs) -> Response:
     pkh = None if args.pkh is None else args.pkh.lower()
     start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_SERIES_SPAN)
     if end - start < e.MIN_APY_WINDOW:
-        raise ApiError.bad("start", f"the window must be at least {e.MIN_APY_WINDOW} s long")
+        raise bad_parameter("start", f"the window must be at least {e.MIN_APY_WINDOW} s long")
 
     async def compute(snap: Snapshot) -> Any:
         if token is not None:
@@ -180,7 +184,7 @@ async def first_pool(request: Request, args: e.TokenArgs) -> Response:
     async def compute(snap: Snapshot) -> Any:
         p = await q.first_pool(snap.conn, token)
         if p is None:
-            raise ApiError.not_found("unknown_token", f"the index has never seen a pool of {token}")
+            raise not_found("unknown_token", f"the index has never seen a pool of {token}")
         return {
             **shapes.pool(p, await ctx.address_prefix(snap.conn)),
             "height": p.height,

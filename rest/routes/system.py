@@ -11,9 +11,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from rest.declare import Endpoint, NoArgs
-from rest.errors import JSON_TYPE
 from rest.openapi import docs_html, spec_bytes
 from rest.routes.common import context
+from runtime.errors import JSON_TYPE
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Parsing only (an unknown parameter is a 400): its operation is written in `rest.spec`, as
@@ -27,6 +27,7 @@ async def health(request: Request) -> Response:
     ctx = context(request)
     HEALTH.parse(request)
     tip = await ctx.watcher.refresh()
+    freshness = await ctx.freshness(tip)
     chain = await ctx.refresh_chain_height()
     now = ctx.now()
     body: dict[str, Any] = {
@@ -40,6 +41,7 @@ async def health(request: Request) -> Response:
         "lag_seconds": None,
         "synced": False,
         "uptime_seconds": int(time.time() - ctx.started),
+        "freshness": None if freshness is None else freshness.to_json(),
     }
     status = 200
     if ctx.watcher.error is not None:
@@ -63,47 +65,24 @@ async def health(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
+    """Prometheus exposition (`rest.metrics`): this worker sets the index gauges, then the
+    values of every worker are merged (multi-process mode) or this one's given."""
     ctx = context(request)
     tip = ctx.watcher.version
-    height = None if tip is None else tip.height
-    tip_time = None if tip is None else tip.time
-    limiter = ctx.limiter
-    text = ctx.metrics.render(
-        [
-            ("index_height", "gauge", "Height of the index tip.", height),
-            ("index_tip_time", "gauge", "Header time of the index tip.", tip_time),
-            (
-                "index_lag_seconds",
-                "gauge",
-                "Seconds since the index tip's (running max) header time.",
-                None if tip is None else max(0, ctx.now() - tip.max_time),
-            ),
-            ("chain_height", "gauge", "Chain tip height, when known.", ctx.chain_height),
-            (
-                "warmed_height",
-                "gauge",
-                "Index height whose token list and candle series the warmer has prepared.",
-                ctx.warmed_height,
-            ),
-            ("cache_entries", "gauge", "Cached answers.", len(ctx.cache)),
-            ("cache_bytes", "gauge", "Bytes the cached answers may hold.", ctx.cache.bytes),
-            ("cache_hits_total", "counter", "Answers served from cache.", ctx.cache.hits),
-            ("cache_misses_total", "counter", "Answers computed.", ctx.cache.misses),
-            (
-                "rate_limited_total",
-                "counter",
-                "Requests refused by the rate limit.",
-                None if limiter is None else limiter.refused,
-            ),
-            (
-                "candle_rebuilds_total",
-                "counter",
-                "Hourly candle series built from scratch.",
-                ctx.candles.rebuilds,
-            ),
-        ]
-    )
-    return Response(text, headers={"Cache-Control": "no-store"}, media_type=PROMETHEUS_TYPE)
+    freshness = await ctx.freshness(tip)
+    m = ctx.metrics
+    m.index_height.set(None if tip is None else tip.height)
+    m.index_tip_time.set(None if tip is None else tip.time)
+    m.index_lag_seconds.set(None if tip is None else max(0, ctx.now() - tip.max_time))
+    m.chain_height.set(ctx.chain_height)
+    m.warmed_height.set(ctx.warmed_height)
+    if freshness is not None:
+        m.best_height.set(freshness.best_height)
+        m.lag_blocks.set(freshness.lag_blocks)
+        m.lag_seconds.set(freshness.lag_seconds)
+        m.servers_connected.set(freshness.connected)
+    headers = {"Cache-Control": "no-store"}
+    return Response(m.render(), headers=headers, media_type=PROMETHEUS_TYPE)
 
 
 async def openapi(request: Request) -> Response:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ class _Plan:
     tables: dict[bool, _SweepTable] = field(default_factory=dict, compare=False, repr=False)
 
     def sweep(self, m: _Model, target: float, exact_in: bool, limit: int) -> _Fill:
-        """`_sweep(m, self.order, self.enter, m.by_vmin, target, exact_in, limit)`."""
+        """The sweep of this plan's breakpoints (`_SweepTable`) for one order."""
         table = self.tables.get(exact_in)
         if table is None:
             table = self.tables.setdefault(
@@ -47,34 +47,35 @@ class _Plan:
 class _Fill:
     v: float  # the common √rate; 0 when the members cannot fill the order
     members: list[int]  # model indices admitted by the sweep
-    jumped: bool = False  # the last member's admission overshot the order (see _sweep)
+    jumped: bool = False  # the last member's admission overshot the order (see _SweepTable)
 
 
-def _sweep(
+# A breakpoint of the sweep (`_steps`): v there, the fill there and the running sums there
+# (sum of a, sum of the linear forms' constants, saturated pools' total), the pool admitted
+# there (−1: a pool saturates there, or v = 0: the breakpoints have ended) and the fill its
+# admission adds at once.
+_Step = tuple[float, float, float, float, float, int, float]
+
+
+def _steps(
     m: _Model,
     order: Sequence[int],
     enter: Sequence[float],
     sat_order: Sequence[int],
-    target: float,
     exact_in: bool,
-    limit: int | None = None,
-) -> _Fill:
-    """Walk the breakpoints from the best rate down until the pools admitted so far fill
-    `target`. `enter[j]` is where pool `order[j]` is admitted (descending); `sat_order` lists
-    the candidates by descending v_min. The fill is linear in 1/v (exact in) or v (exact out)
-    between breakpoints, so the crossing is solved in closed form.
+) -> Iterator[_Step]:
+    """The sweep's breakpoints from the best rate down, for `_sweep` and `_SweepTable`.
 
-    Admission below v_max (byte costs) adds a pool with a positive fill at once; if that jump
-    overshoots the order the sweep stops with `jumped` and the caller re-solves that set. It
-    also stops, unsolved (v = 0), once more than `limit` pools are admitted.
-    """
+    `enter[j]` is where pool `order[j]` is admitted (descending); `sat_order` lists the
+    candidates by descending v_min. The fill of the pools trading on their curves is linear
+    in 1/v (exact in) or v (exact out) between breakpoints, so the crossing is solved in
+    closed form (`_rate_for`). A pool admitted below its v_max (byte costs) adds a positive
+    fill at once, which may jump past an order."""
     a_arr, vmin = m.a, m.vmin
     off = m.b if exact_in else m.c  # per-pool constant of the linear form
     cap = m.cap_in if exact_in else m.cap_out
     sum_a = sum_k = sat_total = 0.0
     state = [0] * len(m)  # 1: trading on its curve, 2: saturated at its cap
-    members: list[int] = []
-    most = limit if limit is not None else len(m)
     ei = si = 0
     n_e, n_s = len(order), len(sat_order)
     while True:
@@ -91,32 +92,25 @@ def _sweep(
                 fill = _INF if sum_a > 0.0 else sat_total
         else:
             fill = sum_k - sum_a * v_next + sat_total
-        if fill >= target and sum_a > 0.0:
-            if exact_in:
-                v = sum_a / (target + sum_k - sat_total)
-            else:
-                v = (sum_k + sat_total - target) / sum_a
-            return _Fill(max(v, v_next), members)
         if v_next <= 0.0:
-            return _Fill(0.0, members)  # every admitted pool is saturated: cannot fill
+            yield v_next, fill, sum_a, sum_k, sat_total, -1, 0.0
+            return
+        # Each step is reported before it changes the sums (a consumer may stop there).
         if ve >= vs:
-            if len(members) >= most:
-                return _Fill(0.0, members)
             i = order[ei]
             ei += 1
-            members.append(i)
             if ve > vmin[i]:
+                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
+                yield v_next, fill, sum_a, sum_k, sat_total, i, gained
                 state[i] = 1
                 sum_a += a_arr[i]
                 sum_k += off[i]
-                gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
             else:
+                yield v_next, fill, sum_a, sum_k, sat_total, i, cap[i]
                 state[i] = 2
                 sat_total += cap[i]
-                gained = cap[i]
-            if gained > 0.0 and fill + gained >= target:
-                return _Fill(0.0, members, jumped=True)
         else:
+            yield v_next, fill, sum_a, sum_k, sat_total, -1, 0.0
             i = sat_order[si]
             si += 1
             state[i] = 2
@@ -125,8 +119,49 @@ def _sweep(
             sat_total += cap[i]
 
 
+def _rate_for(target: float, sum_a: float, sum_k: float, sat_total: float, exact_in: bool) -> float:
+    """The √rate at which pools with those running sums fill exactly `target`."""
+    if exact_in:
+        return sum_a / (target + sum_k - sat_total)
+    return (sum_k + sat_total - target) / sum_a
+
+
+def _sweep(
+    m: _Model,
+    order: Sequence[int],
+    enter: Sequence[float],
+    sat_order: Sequence[int],
+    target: float,
+    exact_in: bool,
+    limit: int | None = None,
+) -> _Fill:
+    """Walk the breakpoints (`_steps`) until the pools admitted so far fill `target`. If an
+    admission jumps past the order the sweep stops with `jumped` and the caller re-solves
+    that set. It also stops, unsolved (v = 0), before admitting more than `limit` pools."""
+    members: list[int] = []
+    most = len(order) if limit is None else limit
+    for v_next, fill, sum_a, sum_k, sat_total, i, gained in _steps(
+        m, order, enter, sat_order, exact_in
+    ):
+        if fill >= target and sum_a > 0.0:
+            v = _rate_for(target, sum_a, sum_k, sat_total, exact_in)
+            return _Fill(max(v, v_next), members)
+        if i >= 0:
+            if len(members) >= most:
+                break
+            members.append(i)
+            if gained > 0.0 and fill + gained >= target:
+                return _Fill(0.0, members, jumped=True)
+    return _Fill(0.0, members)  # the pool limit, or every admitted pool saturated
+
+
 class _SweepTable:
-    """`_sweep` of one breakpoint sequence, recorded once for every order on it.
+    """The sweep down one breakpoint sequence (`_steps`), recorded once for every order on it.
+
+    It stops where `_sweep` would: at the first breakpoint where the order is filled
+    (`v` there), on an admission that jumps past the order (`jumped`: the caller re-solves
+    that set), and, unsolved (v = 0), once more than `limit` pools are admitted or the
+    breakpoints end.
 
     The walk (which pools are admitted or saturate, in which order, and the running sums)
     depends on the model and the plan only, not on the order's amount; the amount only
@@ -135,30 +170,19 @@ class _SweepTable:
     orders need it, and an order finds its stop by bisection on the running maximum of those
     fills (the first breakpoint reaching the target; a running maximum, so float rounding
     cannot make it differ from the walk's first). Members are a prefix of `order`. The
-    result is `_sweep`'s exactly (`tests/router/test_sweep_table.py`)."""
+    result is `_sweep`'s (`tests/router/test_sweep_table.py`)."""
 
     __slots__ = (
-        "_a",
         "_admitted",
-        "_cap",
         "_done",
-        "_ei",
-        "_enter",
         "_exact_in",
         "_fills",
         "_lock",
-        "_off",
         "_order",
-        "_sat_order",
-        "_sat_total",
-        "_si",
-        "_state",
-        "_sum_a",
-        "_sum_k",
+        "_steps",
         "_sums",
         "_top",
         "_v_next",
-        "_vmin",
     )
 
     def __init__(
@@ -170,16 +194,8 @@ class _SweepTable:
         exact_in: bool,
     ) -> None:
         self._order = order
-        self._enter = enter
-        self._sat_order = sat_order
         self._exact_in = exact_in
-        self._a = m.a
-        self._vmin = m.vmin
-        self._off = m.b if exact_in else m.c
-        self._cap = m.cap_in if exact_in else m.cap_out
-        self._state = [0] * len(m)
-        self._ei = self._si = 0
-        self._sum_a = self._sum_k = self._sat_total = 0.0
+        self._steps = _steps(m, order, enter, sat_order, exact_in)
         self._done = False
         # Per breakpoint checked: the fill there, (sum_a, sum_k, sat_total), v_next, members
         # so far; `_top`: running maximum of the fill (when it can stop there) and of the fill
@@ -206,12 +222,8 @@ class _SweepTable:
             fill = self._fills[j]
             sum_a, sum_k, sat_total = self._sums[j]
             if fill >= target and sum_a > 0.0:
-                if self._exact_in:
-                    v = sum_a / (target + sum_k - sat_total)
-                else:
-                    v = (sum_k + sat_total - target) / sum_a
-                v_next = self._v_next[j]
-                return _Fill(max(v, v_next), self._order[: self._member_count(j)])
+                v = _rate_for(target, sum_a, sum_k, sat_total, self._exact_in)
+                return _Fill(max(v, self._v_next[j]), self._order[: self._member_count(j)])
             if j < hard:  # the admission there overshoots the order
                 return _Fill(0.0, self._order[: self._member_count(j) + 1], jumped=True)
         return _Fill(0.0, self._order[: self._member_count(hard)])
@@ -221,11 +233,9 @@ class _SweepTable:
         return bisect_left(self._admitted, j)
 
     def _extend(self, target: float, limit: int) -> None:
-        """Walk on (as `_sweep` does) until a recorded fill reaches `target`, more than
-        `limit` pools are admitted, or the breakpoints end."""
-        order, enter, sat_order = self._order, self._enter, self._sat_order
-        a_arr, vmin, off, cap, state = self._a, self._vmin, self._off, self._cap, self._state
-        exact_in = self._exact_in
+        """Walk on until a recorded fill reaches `target`, more than `limit` pools are
+        admitted, or the breakpoints end."""
+        steps = self._steps
         fills, sums, v_nexts, top, admitted = (
             self._fills,
             self._sums,
@@ -233,25 +243,10 @@ class _SweepTable:
             self._top,
             self._admitted,
         )
-        ei, si = self._ei, self._si
-        sum_a, sum_k, sat_total = self._sum_a, self._sum_k, self._sat_total
-        n_e, n_s = len(order), len(sat_order)
         high = top[-1] if top else -_INF
         done = self._done
         while not done and high < target and len(admitted) <= limit:
-            ve = enter[ei] if ei < n_e else 0.0
-            vs = vmin[sat_order[si]] if si < n_s else 0.0
-            if vs > ve and state[sat_order[si]] != 1:
-                si += 1
-                continue
-            v_next = ve if ve >= vs else vs
-            if exact_in:
-                if v_next > 0.0:
-                    fill = sum_a / v_next - sum_k + sat_total
-                else:
-                    fill = _INF if sum_a > 0.0 else sat_total
-            else:
-                fill = sum_k - sum_a * v_next + sat_total
+            v_next, fill, sum_a, sum_k, sat_total, i, gained = next(steps)
             fills.append(fill)
             sums.append((sum_a, sum_k, sat_total))
             v_nexts.append(v_next)
@@ -259,31 +254,11 @@ class _SweepTable:
                 high = fill
             if v_next <= 0.0:
                 done = True
-            elif ve >= vs:
+            elif i >= 0:
                 admitted.append(len(fills) - 1)
-                i = order[ei]
-                ei += 1
-                if ve > vmin[i]:
-                    state[i] = 1
-                    sum_a += a_arr[i]
-                    sum_k += off[i]
-                    gained = (a_arr[i] / ve - off[i]) if exact_in else (off[i] - a_arr[i] * ve)
-                else:
-                    state[i] = 2
-                    sat_total += cap[i]
-                    gained = cap[i]
                 if gained > 0.0 and fill + gained > high:
                     high = fill + gained
-            else:
-                i = sat_order[si]
-                si += 1
-                state[i] = 2
-                sum_a -= a_arr[i]
-                sum_k -= off[i]
-                sat_total += cap[i]
             top.append(high)
-        self._ei, self._si = ei, si
-        self._sum_a, self._sum_k, self._sat_total = sum_a, sum_k, sat_total
         self._done = done  # after the last breakpoint's records (`fill` reads them unlocked)
 
 

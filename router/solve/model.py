@@ -9,26 +9,34 @@ from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import add, gt, sub
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import (
     LP_FEE_DEN,
     LP_FEE_NUM,
-    PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
-from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, Leg, _sats_of, _tokens_of
+from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, _sats_of, _tokens_of
 from router.pools import (
     Pool,
     PoolBook,
+    buy_out_cap,
     pool_reserve,
+    pool_sell_cap,
     sell_input_limit,
 )
 from router.solve.continuous import _entry_points, _Plan
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 GAMMA = 997 / 1000
 _KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
@@ -43,13 +51,9 @@ _LegColumns = tuple[Sequence[int], Sequence[int], Sequence[int]]
 # --- the per-token model ---------------------------------------------------------------------
 
 
-def _sell_out_cap(pool: Pool) -> int:
-    """Most sats a sale may take: the pool keeps the dust threshold of its re-created output
-    for its token amount after the sale, which stays within 2^63−1 (`pools.sell_out_cap`)."""
-    return pool.sell_cap
-
-
-_Row = tuple[float, float, float, float, float, Pool]  # v_max, a, b, c, v_min, pool
+# v_max, a, b, c, v_min, the pool, and the most output one trade may take from it (the reserve
+# rules: `pools.buy_out_cap`, `pools.sell_out_cap`).
+_Row = tuple[float, float, float, float, float, Pool, int]
 
 
 def _row(pool: Pool, direction: Direction) -> _Row | None:
@@ -57,25 +61,29 @@ def _row(pool: Pool, direction: Direction) -> _Row | None:
     x, t = pool.sats, pool.tokens
     k = x * t
     if direction is Direction.BUY:
-        if t < 2 or x >= MAX_SATS or pool.buy_cap < 1:
+        if t < 2 or x >= MAX_SATS:
             return None  # must keep one token / cannot take more sats
+        cap = buy_out_cap(x, t)
+        if cap < 1:
+            return None
         a = math.sqrt(k / GAMMA)
         b = x / GAMMA
         c = float(t)
         vmax = math.sqrt(GAMMA * t / x)
         vmin = max(1.0 / a, a / (MAX_SATS - x + b))
     else:
-        if _sell_out_cap(pool) < 1 or t >= MAX_TOKEN_AMOUNT:
+        cap = pool_sell_cap(x, t)
+        if cap < 1 or t >= MAX_TOKEN_AMOUNT:
             return None
         a = math.sqrt(PHI * k)
         b = float(t)
         c = PHI * x
         vmax = math.sqrt(PHI * x / t)
         # Where the reserve binds: the continuous payout c − a·v reaches the cap.
-        vmin = max((c - _sell_out_cap(pool)) / a, a / MAX_TOKEN_AMOUNT)
+        vmin = max((c - cap) / a, a / MAX_TOKEN_AMOUNT)
     if not vmin < vmax:
         return None
-    return (vmax, a, b, c, vmin, pool)
+    return (vmax, a, b, c, vmin, pool, cap)
 
 
 def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
@@ -83,7 +91,7 @@ def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
     return (-row[0], row[5].key)
 
 
-# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`Pool.buy_cap`),
+# Per pool of a buying model, what `_Model.buy_units` reads: the purchase cap (`_Model.out_limit`),
 # k − 1 (k = sats · tokens), the sats, the tokens (0 when the pool holds no sats, so the inline
 # arithmetic never applies to it), and MAX_SATS − sats (the most a purchase may pay).
 _PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
@@ -91,9 +99,9 @@ _PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
 _Caps = Sequence[int] | dict[int, int]
 
 
-def _purchase_columns(pools: Sequence[Pool]) -> _PurchaseColumns:
+def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumns:
     return (
-        [pool.buy_cap for pool in pools],
+        caps,
         [pool.sats * pool.tokens - 1 for pool in pools],
         [pool.sats for pool in pools],
         [pool.tokens if pool.sats >= 1 else 0 for pool in pools],
@@ -101,11 +109,117 @@ def _purchase_columns(pools: Sequence[Pool]) -> _PurchaseColumns:
     )
 
 
+# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
+# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
+# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
+_KEY_SHIFT = 32
+_KEY_POOL = (1 << _KEY_SHIFT) - 1
+
+
+def _unit_key(cost: int, i: int) -> int:
+    return cost << _KEY_SHIFT | i
+
+
+# `buy_units` reads the members' columns through numpy from this many members on (below it
+# the arrays' fixed cost exceeds the Python loop's: scripts/bench_router.py's 100- and
+# 350-pool orders).
+_ARRAY_MEMBERS = 160
+# Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
+# 1000 times that < 2^63.
+_NARROW = 1 << 53
+_ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (1, 2, LP_FEE_DEN, _KEEP))
+_SHIFT_64 = np.int64(_KEY_SHIFT)
+_STEP_LIMIT = 1 << 30  # a heap key `step << 32 | pool` stays within int64 below it
+
+
+class _PurchaseArrays(NamedTuple):
+    """A buying model's columns as numpy arrays, by model index (`_Model.purchase_arrays`)."""
+
+    vmax: FloatArray
+    vmin: FloatArray
+    a: FloatArray
+    c: FloatArray
+    cap_out: FloatArray
+    caps: IntArray
+    k_less: IntArray
+    sats: IntArray
+    t_ok: IntArray
+    room: IntArray
+
+
+def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
+    caps, k_less, sats, t_ok, room = m.purchase_columns()
+    if max(k_less, default=0) >= _NARROW or max(t_ok, default=0) >= _NARROW:
+        return None
+
+    def floats(col: list[float]) -> FloatArray:
+        return np.array(col, dtype=np.float64)
+
+    def ints(col: list[int]) -> IntArray:
+        return np.array(col, dtype=np.int64)
+
+    return _PurchaseArrays(
+        floats(m.vmax),
+        floats(m.vmin),
+        floats(m.a),
+        floats(m.c),
+        floats(m.cap_out),
+        ints(caps),
+        ints(k_less),
+        ints(sats),
+        ints(t_ok),
+        ints(room),
+    )
+
+
+def _purchases_arrays(
+    arrays: _PurchaseArrays, members: Sequence[int], v: float
+) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
+    """`_Model.buy_units` of the members read as arrays: the whole units `get`, and `pay` and
+    the polish heap's entries for the pools the inline arithmetic answers; the others, as
+    (pool, y), left to the formulas (their `pay` entries hold a placeholder, in member order).
+
+    The inline arithmetic is `in_for_out`'s purchase with k − 1 made once per pool: the sats
+    missing, ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is
+    ⌊1000·(missing − 1) / 997⌋ + 1. The same IEEE operations as the Python expressions of
+    `_allocation`, so the same floats."""
+    rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
+    idx = np.array(members, dtype=np.int64)
+    idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
+    saturated = rate <= arrays.vmin[idx]
+    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * rate)
+    cap = arrays.caps[idx]
+    y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
+    whole = y >= _ONE
+    idx, y, cap = idx[whole], y[whole], cap[whole]
+    t = arrays.t_ok[idx]
+    inline = (y < cap) & (y + _ONE < t)
+    k1, x = arrays.k_less[idx], arrays.sats[idx]
+    d = np.where(inline, t - y, _TWO)  # (any divisor ≥ 2 where the result is not read)
+    now = (k1 // d - x) * _DEN // _KEEP_64 + _ONE
+    more = (k1 // (d - _ONE) - x) * _DEN // _KEEP_64 + _ONE
+    fast = inline & (more <= arrays.room[idx])
+    index = idx.tolist()
+    get = dict(zip(index, y.tolist(), strict=True))
+    pay = dict(zip(index, now.tolist(), strict=True))
+    step = more - now
+    queued = fast & (step >= 0)
+    steps = step[queued]
+    if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
+        pools = idx[queued].tolist()
+        heap = [s << _KEY_SHIFT | i for s, i in zip(steps.tolist(), pools, strict=True)]
+    else:
+        heap = ((steps << _SHIFT_64) | idx[queued]).tolist()
+    slow = list(zip(idx[~fast].tolist(), y[~fast].tolist(), strict=True))
+    return get, pay, heap, slow
+
+
 class _Model:
     """One token's pools in one direction, sorted by v_max (best rate first), with the closed
     form's coefficients. Built once per snapshot and token (`PoolBook.memo`)."""
 
     __slots__ = (
+        "_buy_arrays",
         "_buy_cols",
         "_depth_max",
         "_plans",
@@ -120,6 +234,7 @@ class _Model:
         "direction",
         "neg_depth",
         "neg_vmax",
+        "out_limit",
         "pools",
         "rows",
         "size",
@@ -147,8 +262,9 @@ class _Model:
         self.c = [r[3] for r in rows]
         self.vmin = [r[4] for r in rows]
         self.pools = [r[5] for r in rows]
-        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _ in rows]
-        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _ in rows]
+        self.out_limit = [r[6] for r in rows]
+        self.cap_in = [a / vmin - b for _, a, b, _, vmin, _, _ in rows]
+        self.cap_out = [c - a * vmin for _, a, _, c, vmin, _, _ in rows]
         self.size = [p.trade_size for p in self.pools]
         self.by_vmin = sorted(range(len(rows)), key=self.vmin.__getitem__, reverse=True)
         self.by_depth = sorted(range(len(rows)), key=self.cap_out.__getitem__, reverse=True)
@@ -158,6 +274,7 @@ class _Model:
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
         self._buy_cols: _PurchaseColumns | None = None
+        self._buy_arrays: tuple[_PurchaseArrays | None] | None = None  # made once
 
     def replaced(self, removed: Iterable[Pool], added: Iterable[Pool]) -> _Model:
         """This model after a few pools of its token left (`removed`, as this model holds
@@ -248,20 +365,18 @@ class _Model:
         if self.direction is Direction.BUY:
             limit = MAX_SATS - pool.sats
             try:
-                return min(limit, buy_tokens_exact_out(pool.state, pool.buy_cap))
+                return min(limit, buy_tokens_exact_out(pool.state, self.out_limit[i]))
             except ValueError:
                 return limit
         limit = sell_input_limit(pool.sats, pool.tokens)
         try:
-            return min(limit, sell_tokens_exact_out(pool.state, _sell_out_cap(pool)))
+            return min(limit, sell_tokens_exact_out(pool.state, self.out_limit[i]))
         except ValueError:
             return limit
 
     def out_cap(self, i: int) -> int:
-        pool = self.pools[i]
-        if self.direction is Direction.BUY:
-            return pool.buy_cap
-        return _sell_out_cap(pool)
+        """Most output one trade may take from pool i (its reserve rules)."""
+        return self.out_limit[i]
 
     # The route evaluates these thousands of times per order, so the common case is the
     # contract's arithmetic inline (the same integer expressions as `protocols.cauldron.
@@ -342,11 +457,19 @@ class _Model:
         on this book reads them."""
         cols = self._buy_cols
         if cols is None:
-            cols = self._buy_cols = _purchase_columns(self.pools)
+            cols = self._buy_cols = _purchase_columns(self.pools, self.out_limit)
         return cols
 
+    def purchase_arrays(self) -> _PurchaseArrays | None:
+        """`_PurchaseArrays` of a buying model, made once per model; None when some pool is
+        too large for 64-bit arithmetic (then `buy_units` asks the formulas pool by pool)."""
+        made = self._buy_arrays
+        if made is None:
+            made = self._buy_arrays = (_purchase_arrays(self),)
+        return made[0]
+
     def buy_units(
-        self, members: Iterable[int], v: float
+        self, members: Sequence[int], v: float
     ) -> tuple[dict[int, int], Sequence[int], dict[int, int], list[int]]:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
         split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
@@ -354,14 +477,41 @@ class _Model:
         what it pays for them and the polish heap's entry (next unit's cost, pool;
         `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
         from them, as `test_fast_paths` holds them (the caps as the model's own column, read
-        by pool index). ValueError as `unit_costs` raises it."""
+        by pool index). ValueError as `unit_costs` raises it.
+
+        From `_ARRAY_MEMBERS` members on the columns go through numpy at once
+        (`purchase_arrays`), else member by member; a pool whose purchase is near a limit asks
+        `in_for_out`. The heap's entries are in no particular order (it is heapified, and its
+        keys are distinct)."""
+        arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
+        if arrays is None:
+            get, pay, heap, slow = self._purchases_inline(members, v)
+        else:
+            get, pay, heap, slow = _purchases_arrays(arrays, members, v)
+        caps = self.out_limit
         in_for_out = self.in_for_out
+        add = heap.append
+        for i, y in slow:  # near a limit: the formulas themselves
+            now = in_for_out(i, y)
+            pay[i] = now
+            if y < caps[i]:
+                step = in_for_out(i, y + 1) - now
+                if step >= 0:
+                    add(step << _KEY_SHIFT | i)
+        return get, caps, pay, heap
+
+    def _purchases_inline(
+        self, members: Iterable[int], v: float
+    ) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
+        """`_purchases_arrays` member by member, for fewer members (the arrays' fixed cost
+        exceeds the Python loop's) or a model too large for 64 bits (Python integers)."""
         caps, k_less, sats, t_ok, room = self.purchase_columns()
         vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
         den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
         get: dict[int, int] = {}
         pay: dict[int, int] = {}
         heap: list[int] = []
+        slow: list[tuple[int, int]] = []
         add = heap.append
         for i in members:
             if v >= vmax[i]:
@@ -376,10 +526,8 @@ class _Model:
             get[i] = y
             t = t_ok[i]
             if y < cap and y + 1 < t:
-                # `in_for_out`'s purchase with k − 1 made once per pool: the sats missing,
-                # ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the
-                # cost is ⌊1000·(missing − 1) / 997⌋ + 1 (positive operands throughout:
-                # CPython's floor division of a negative takes extra steps).
+                # (Positive operands throughout: CPython's floor division of a negative takes
+                # extra steps.)
                 k1, x = k_less[i], sats[i]
                 now = (k1 // (t - y) - x) * den // keep + 1
                 more = (k1 // (t - y - 1) - x) * den // keep + 1
@@ -388,49 +536,19 @@ class _Model:
                     if more >= now:
                         add((more - now) << shift | i)
                     continue
-            now = in_for_out(i, y)
-            pay[i] = now
-            if y < cap:
-                step = in_for_out(i, y + 1) - now
-                if step >= 0:
-                    add(step << shift | i)
-        return get, caps, pay, heap
+            pay[i] = 0  # (its place in member order; `buy_units` asks the formulas)
+            slow.append((i, y))
+        return get, pay, heap, slow
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
-        """`out_cap` of each pool, the direction tested once."""
-        pools = self.pools
-        if self.direction is Direction.BUY:
-            return [pools[i].buy_cap for i in indices]
-        return [_sell_out_cap(pools[i]) for i in indices]
-
-    def leg(self, i: int, amount_in: int, amount_out: int) -> Leg:
-        pool = self.pools[i]
-        if self.direction is Direction.BUY:
-            after = PoolState(pool.sats + amount_in, pool.tokens - amount_out)
-        else:
-            after = PoolState(pool.sats - amount_out, pool.tokens + amount_in)
-        return Leg(pool, after)
-
-    def legs(self, chosen: Sequence[tuple[int, int, int]]) -> tuple[Leg, ...]:
-        """`leg` for each (pool, in, out) of a solution, the direction tested once."""
-        pools = self.pools
-        out: list[Leg] = []
-        add = out.append
-        if self.direction is Direction.BUY:
-            for i, x, y in chosen:
-                pool = pools[i]
-                add(Leg(pool, PoolState(pool.sats + x, pool.tokens - y)))
-        else:
-            for i, x, y in chosen:
-                pool = pools[i]
-                add(Leg(pool, PoolState(pool.sats - y, pool.tokens + x)))
-        return tuple(out)
+        """`out_cap` of each pool."""
+        return list(map(self.out_limit.__getitem__, indices))
 
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
         after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
         are made only if something asks (`Hop.legs`); `tests/router/test_fast_paths.py`
-        holds them equal to `leg`'s."""
+        holds them equal to `reference.plain_leg`'s."""
         indices, xs, ys = chosen
         pools = tuple(map(self.pools.__getitem__, indices))
         if self.direction is Direction.BUY:
@@ -518,14 +636,3 @@ def _input_limit(pool: Pool, direction: Direction) -> int:
     if direction is Direction.BUY:
         return MAX_SATS - pool.sats
     return sell_input_limit(pool.sats, pool.tokens)
-
-
-# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
-# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
-# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
-_KEY_SHIFT = 32
-_KEY_POOL = (1 << _KEY_SHIFT) - 1
-
-
-def _unit_key(cost: int, i: int) -> int:
-    return cost << _KEY_SHIFT | i

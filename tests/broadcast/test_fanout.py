@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from broadcast.errors import ApiError
 from broadcast.request import BroadcastRequest
 from broadcast.service import BroadcastService
 from devnet.service import Devnet
+from runtime.errors import ApiError
 from tests.broadcast.helpers import ALICE, BOB, config_for, fund, outputs_of, pay
 
 
@@ -69,12 +69,11 @@ async def test_rejected_everywhere_when_the_input_is_spent(
         await service.broadcast(BroadcastRequest(second.hex()))
     error = caught.value
     assert (error.status, error.code) == (422, "REJECTED")
-    assert error.details is not None
-    assert error.details["reason"] == "missing_inputs"
-    assert len(error.details["rejections"]) == 5
-    assert all(
-        "bad-txns-inputs-missingorspent" in r["message"] for r in error.details["rejections"]
-    )
+    assert "details" in error.fields
+    details = error.fields["details"]
+    assert details["reason"] == "missing_inputs"
+    assert len(details["rejections"]) == 5
+    assert all("bad-txns-inputs-missingorspent" in r["message"] for r in details["rejections"])
     record = await settle(service, second.txid_hex)
     assert record["status"] == "rejected"
     assert record["nodes_reached"] == 0

@@ -108,7 +108,7 @@ def test_config_file(tmp_path: Path) -> None:
             }
         )
     )
-    config = config_from_args(parse("broadcast", "--config", str(path)))
+    config = config_from_args(parse("broadcast", "--settings", str(path)))
     assert [(n.url, n.weight, n.timeout) for n in config.nodes] == [
         ("tcp://a.example:50001", 3.0, 4.0)
     ]
@@ -116,7 +116,7 @@ def test_config_file(tmp_path: Path) -> None:
     assert config.protection.max_fee_per_byte == 50.0
     path.write_text(json.dumps({"nodes": [], "surprise": 1}))
     with pytest.raises(ValueError, match="surprise"):
-        config_from_args(parse("broadcast", "--config", str(path)))
+        config_from_args(parse("broadcast", "--settings", str(path)))
 
 
 async def test_ladle_broadcast_command(net: Devnet, tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 from bch.block import Block, LeanTx, TxView
 from bch.token import TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
-from indexer.decoders.base import BlockTx
-from indexer.store.apply import _Source
+from indexer.store.decoder import BlockTx
+from indexer.store.source import BlockSource
 
 P2PKH = bytes.fromhex("76a914" + "22" * 20 + "88ac")
 
@@ -32,11 +32,11 @@ def _fields(view: TxView) -> object:
     )
 
 
-def _sources() -> list[_Source]:
+def _sources() -> list[BlockSource]:
     txs = _txs()
     raw = Block.build(txs, prev_hash=bytes(32), time=7, bits=0x207FFFFF)
     block = Block(raw)
-    return [_Source.from_block(block), _Source.from_transactions(block.header, txs)]
+    return [BlockSource.from_block(block), BlockSource.from_transactions(block.header, txs)]
 
 
 @pytest.mark.parametrize("kind", ["block", "transactions"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from indexer.decoders import create_decoders
@@ -17,6 +16,7 @@ from indexer.decoders.cauldron.schema import MIGRATIONS
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Store, migrate
 from indexer.store.db import open_writer
+from indexer.store.sql import Sql
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump
 
 VIA = ("summon", "known_owner", "withdraw_recreate", "continuation", "discovered")
@@ -25,7 +25,7 @@ KINDS = (
 )  # fmt: skip
 
 
-async def schema(conn: aiosqlite.Connection) -> list[tuple[str, str, str]]:
+async def schema(conn: Sql) -> list[tuple[str, str, str]]:
     rows = await conn.execute_fetchall(
         "SELECT type, name, sql FROM sqlite_master "
         "WHERE (name = 'blocks' OR name LIKE 'cauldron%') AND sql IS NOT NULL ORDER BY name"

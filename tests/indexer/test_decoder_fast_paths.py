@@ -14,9 +14,9 @@ from bch.block import LeanInput, LeanTx
 from bch.hashes import hash160
 from bch.script import push_data
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockTx
 from indexer.decoders.cauldron.decode import decode_order, month_of, p2pkh_spender
 from indexer.decoders.registry.decoder import _holds_output0
+from indexer.store.decoder import BlockTx
 from protocols.cauldron.contract import REDEEM_SUFFIX, TRADE_UNLOCK_LEN, trade_unlocking
 from protocols.cauldron.detect import pool_inputs, pool_spend_pkh
 

@@ -21,7 +21,6 @@ from devnet.scenario.generator import ScenarioGenerator
 from devnet.scenario.lending import LendingExtension
 from devnet.service import Devnet
 from indexer.cli import add_commands, config_from_args
-from indexer.decoders.base import BlockTx
 from indexer.decoders.lending import LendingContext, LendingDecoder, median_time_past
 from indexer.decoders.lending.decoder import (
     ActionRow,
@@ -35,6 +34,7 @@ from indexer.decoders.lending.decoder import (
 from indexer.decoders.lending.schema import MIGRATIONS
 from indexer.decoders.oracle import OracleDecoder
 from indexer.store import Store
+from indexer.store.decoder import BlockTx
 from indexer.store.queries_lending import (
     active_loans,
     allowances,

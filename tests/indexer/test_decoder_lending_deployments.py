@@ -8,9 +8,9 @@ from __future__ import annotations
 from bch.script import p2pkh_locking, p2sh32_locking_for_redeem, push_data
 from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
-from indexer.decoders.base import BlockTx
 from indexer.decoders.lending import LendingContext, decode_lending_tx
 from indexer.decoders.lending.decoder import ActionRow, LoanCreated, LoanSpent, deployment_of
+from indexer.store.decoder import BlockTx
 from protocols.lending import LendingConfig, Loan, devnet_config, v1
 from protocols.lending.contracts import loan_redeem
 

@@ -20,10 +20,10 @@ from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from devnet.scenario.generator import ScenarioGenerator
 from devnet.service import Devnet
-from indexer.decoders.base import AnyDecoder, BlockTx
 from indexer.decoders.oracle import FeedUpdate, OracleDecoder, SignedMessage, decode_oracle_tx
 from indexer.decoders.oracle.schema import MIGRATIONS
 from indexer.store import Store
+from indexer.store.decoder import AnyDecoder, BlockTx
 from indexer.store.queries_oracle import feed_closest, feed_history, latest_price
 from indexer.store.schema import CORE_MIGRATIONS, migrate
 from protocols.ledger import Ledger

@@ -18,11 +18,11 @@ from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from devnet.bcmr_http import DocumentServer
 from devnet.scenario.generator import ScenarioGenerator
 from devnet.service import Devnet
-from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
 from indexer.decoders.registry import Link, RegistryContext, RegistryDecoder, decode_registry_tx
 from indexer.registry_fetch import FetchConfig, OffchainSource, RegistryFetcher
 from indexer.store import Store, open_writer
+from indexer.store.decoder import BlockBytes, BlockContext, BlockTx
 from indexer.store.queries_registry import (
     all_entries,
     authchain,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.store import Store
+from indexer.index import open_store
 from tests.indexer.electrum_servers import client as electrum_client
 from tests.indexer.electrum_servers import running_devnet
 from tests.indexer.test_follower_support import make_follower, urls, wait_until
@@ -22,7 +22,7 @@ async def test_a_failing_round_is_logged_once_while_it_repeats(
     async with running_devnet() as net:
         net.nodes[0].set_faults(down=True)
         client = electrum_client(urls(net), give_up_after=0.05)
-        store = await Store.open(tmp_path / "index.sqlite")
+        store = await open_store(tmp_path / "index.sqlite")
         health = client.health[client.servers[0]]
         follower = make_follower(client, store, retry_delay=0.01, max_retry_delay=10.0)
         task = asyncio.create_task(follower.run())

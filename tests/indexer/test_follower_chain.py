@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from devnet.service import Devnet
 from indexer.follow import Follower
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from tests.indexer.electrum_servers import client as electrum_client
@@ -19,7 +20,7 @@ from tests.indexer.test_store_scenario import dump
 @asynccontextmanager
 async def follower_on(net: Devnet, node: int = 0, **options: object) -> AsyncIterator[Follower]:
     """A follower (not running) on one node's server, with its own in-memory store."""
-    store = await Store.open(":memory:", snapshot=PoolSnapshot())
+    store = await open_store(":memory:", snapshot=PoolSnapshot())
     client = electrum_client([urls(net)[node]])
     try:
         yield make_follower(client, store, **options)

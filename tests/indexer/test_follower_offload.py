@@ -19,8 +19,8 @@ from indexer.electrum import BlockChanged, ElectrumClient, ssl_context
 from indexer.follow import FetchedBlock, fetch_block
 from indexer.follow.fetch_process import FetchProcess
 from indexer.follow.settings import ClientSettings
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
-from indexer.store import Store
 from tests.indexer.electrum_servers import client as electrum_client
 from tests.indexer.electrum_servers import running_devnet
 from tests.indexer.test_follower_support import generate, make_follower, reindex, urls
@@ -121,7 +121,7 @@ async def test_a_dead_child_is_replaced_by_the_loop() -> None:
 async def test_an_offloaded_sync_indexes_the_same_rows() -> None:
     net, _ = await generate()
     try:
-        store = await Store.open(":memory:", snapshot=PoolSnapshot())
+        store = await open_store(":memory:", snapshot=PoolSnapshot())
         client = electrum_client(urls(net))
         try:
             follower = make_follower(client, store, mempool=False, offload_distance=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from devnet.scenario import Ledger
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from protocols.ledger import PoolEvent
@@ -61,8 +62,8 @@ async def test_a_pool_first_seen_at_its_first_spend_keeps_the_spends_deltas() ->
     assert made.height is not None and spend.before is not None and spend.after is not None
     start = made.height + 1  # the index never sees the creation
     client = electrum_client(urls(net))
-    store = await Store.open(":memory:", snapshot=PoolSnapshot())
-    bare = await Store.open(":memory:", snapshot=PoolSnapshot())
+    store = await open_store(":memory:", snapshot=PoolSnapshot())
+    bare = await open_store(":memory:", snapshot=PoolSnapshot())
     try:
         await make_follower(client, store, start_height=start, mempool=False).sync()
         event, trades = await event_and_trade(store, spend.txid)

@@ -18,6 +18,7 @@ from devnet.scenario import PRESETS, ScenarioExtension, ScenarioGenerator, Scena
 from devnet.service import Devnet, DevnetConfig
 from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
 from tests.indexer.electrum_servers import client as electrum_client
@@ -123,7 +124,7 @@ async def following(
 ) -> AsyncIterator[Running]:
     """A store at `path` and a follower running against `servers` (or with `client`) until
     the block ends; the client is closed then."""
-    store = await Store.open(path, snapshot=PoolSnapshot())
+    store = await open_store(path, snapshot=PoolSnapshot())
     client = client or electrum_client(list(servers))
     follower = make_follower(client, store, **options)
     started = asyncio.Event()
@@ -147,7 +148,7 @@ async def following(
 
 async def reindex(servers: Sequence[str], **client_options: Any) -> Rows:
     """Every table of a fresh index of the servers' current chain."""
-    store = await Store.open(":memory:", snapshot=PoolSnapshot())
+    store = await open_store(":memory:", snapshot=PoolSnapshot())
     client = electrum_client(list(servers), **client_options)
     try:
         await make_follower(client, store, mempool=False).sync()

@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
+from indexer import index
 from indexer.decoders import create_decoders
-from indexer.decoders.base import BlockContext, BlockTx
-from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store, open_reader
+from indexer.store.decoder import BlockContext, BlockTx, Decoder
 from indexer.store.schema import Migration
+from indexer.store.sql import Sql
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump, open_store
 
 
@@ -32,7 +32,9 @@ async def test_held_blocks_commit_every_batch_and_at_commit(tmp_path: Path) -> N
     chain = build_chain(seed=31, n_blocks=12, actions=6)
     first = chain.blocks[0].height
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db, snapshot=PoolSnapshot(), batch_blocks=4, batch_seconds=3600.0)
+    store = await index.open_store(
+        db, snapshot=PoolSnapshot(), batch_blocks=4, batch_seconds=3600.0
+    )
     seen: list[tuple[int, int | None, int]] = []
     try:
         for b in chain.blocks[:10]:
@@ -73,7 +75,9 @@ async def test_held_blocks_commit_every_batch_and_at_commit(tmp_path: Path) -> N
 async def test_close_commits_held_blocks(tmp_path: Path) -> None:
     chain = build_chain(seed=32, n_blocks=5)
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db, snapshot=PoolSnapshot(), batch_blocks=100, batch_seconds=3600.0)
+    store = await index.open_store(
+        db, snapshot=PoolSnapshot(), batch_blocks=100, batch_seconds=3600.0
+    )
     for b in chain.blocks:
         await store.apply_block(b.height, b.raw, hold=True)
     assert await reader_height(db) is None
@@ -84,7 +88,9 @@ async def test_close_commits_held_blocks(tmp_path: Path) -> None:
 async def test_undo_inside_a_batch_commits_first_then_rolls_back(tmp_path: Path) -> None:
     chain = build_chain(seed=33, n_blocks=8, actions=5)
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db, snapshot=PoolSnapshot(), batch_blocks=100, batch_seconds=3600.0)
+    store = await index.open_store(
+        db, snapshot=PoolSnapshot(), batch_blocks=100, batch_seconds=3600.0
+    )
     try:
         for b in chain.blocks:
             await store.apply_block(b.height, b.raw, hold=True)
@@ -104,7 +110,7 @@ async def test_undo_inside_a_batch_commits_first_then_rolls_back(tmp_path: Path)
         await clean.close()
 
 
-class FailAt(ConfirmedOnly):
+class FailAt(Decoder[None, object]):
     """A decoder whose `write` fails once at one height (e.g. a full disk)."""
 
     name = "fail_at"
@@ -115,25 +121,23 @@ class FailAt(ConfirmedOnly):
         self.height = height
         self.failed = False
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Sql) -> None:
         return None
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Sql, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], None]:
         return (), None
 
     def decode(self, tx: BlockTx, context: None) -> Sequence[object]:
         return ()
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[object]
-    ) -> None:
+    async def write(self, conn: Sql, block: BlockContext, rows: Sequence[object]) -> None:
         if block.height == self.height and not self.failed:
             self.failed = True
             raise OSError("disk full")
 
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+    async def undo_to(self, conn: Sql, height: int) -> None:
         return None
 
     def committed(

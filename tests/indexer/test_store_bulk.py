@@ -7,14 +7,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from indexer.decoders import create_decoders
 from indexer.decoders.cauldron.schema import MIGRATIONS
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Store, bulk, migrate
 from indexer.store.db import BULK_WAL_AUTOCHECKPOINT, WAL_AUTOCHECKPOINT, open_writer
+from indexer.store.sql import Sql
 from runtime.logs import record_fields
 from tests.indexer.test_follower_ledger import check_against_ledger
 from tests.indexer.test_follower_support import SMALL, following, generate, urls
@@ -22,7 +23,7 @@ from tests.indexer.test_store_batch import FailAt
 from tests.indexer.test_store_scenario import build_chain, dump
 
 
-async def indexes(conn: aiosqlite.Connection) -> list[tuple[str, str]]:
+async def indexes(conn: Sql) -> list[tuple[str, str]]:
     rows = await conn.execute_fetchall(
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
     )
@@ -30,7 +31,7 @@ async def indexes(conn: aiosqlite.Connection) -> list[tuple[str, str]]:
 
 
 async def fresh_indexes(path: Path) -> list[tuple[str, str]]:
-    store = await Store.open(path, snapshot=PoolSnapshot())
+    store = await open_store(path, snapshot=PoolSnapshot())
     try:
         return await indexes(store.conn)
     finally:
@@ -40,7 +41,7 @@ async def fresh_indexes(path: Path) -> list[tuple[str, str]]:
 async def test_deferred_indexes_come_back_exactly_after_a_restart(tmp_path: Path) -> None:
     want = await fresh_indexes(tmp_path / "fresh.sqlite")
     sc = build_chain(seed=43, n_blocks=12, actions=8)
-    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
+    store = await open_store(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
     try:
         dropped = await store.defer_indexes()
         left = await indexes(store.conn)
@@ -53,7 +54,7 @@ async def test_deferred_indexes_come_back_exactly_after_a_restart(tmp_path: Path
             await store.apply_block(b.height, b.raw, hold=True)
     finally:
         await store.close()
-    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
+    store = await open_store(tmp_path / "bulk.sqlite", snapshot=PoolSnapshot())
     try:
         assert store.indexes_deferred  # nothing to migrate: the sync goes on without them
         for b in sc.blocks[6:]:
@@ -79,7 +80,7 @@ async def test_an_upgrade_builds_deferred_indexes_before_migrating(tmp_path: Pat
         assert await bulk.defer(conn) > 0
     finally:
         await conn.close()
-    store = await Store.open(db, snapshot=PoolSnapshot())
+    store = await open_store(db, snapshot=PoolSnapshot())
     try:
         assert not store.indexes_deferred
         assert await bulk.deferred(store.conn) == []
@@ -112,7 +113,7 @@ async def test_indexes_queued_with_a_block_are_built_by_its_batch(tmp_path: Path
     not wait for it); after its COMMIT the schema and the rows are a fresh store's."""
     want = await fresh_indexes(tmp_path / "fresh.sqlite")
     sc = build_chain(seed=44, n_blocks=12, actions=8)
-    store = await Store.open(tmp_path / "i.sqlite", snapshot=PoolSnapshot())
+    store = await open_store(tmp_path / "i.sqlite", snapshot=PoolSnapshot())
     try:
         assert not store.restore_indexes_soon()  # nothing deferred: nothing due
         await store.defer_indexes()
@@ -169,7 +170,7 @@ async def test_bulk_batches_last_until_the_run_of_held_blocks_ends(tmp_path: Pat
     """After an early rebuild the rest of the run keeps bulk-length batches (the loop is not
     held back every `batch_blocks`); `commit` ends the run, and normal batches come back."""
     sc = build_chain(seed=46, n_blocks=14, actions=8)
-    store = await Store.open(
+    store = await open_store(
         tmp_path / "i.sqlite",
         snapshot=PoolSnapshot(),
         batch_blocks=1,

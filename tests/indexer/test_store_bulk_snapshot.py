@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from indexer.index import open_store
 from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
-from indexer.store import Store
 from tests.indexer.test_store_scenario import build_chain
 
 
@@ -26,7 +26,7 @@ def ledger_view(snapshot: PoolSnapshot) -> set[tuple[object, ...]]:
 async def normal_sync(path: Path, seed: int, n_blocks: int) -> PoolSnapshot:
     sc = build_chain(seed=seed, n_blocks=n_blocks, actions=8)
     snap = PoolSnapshot()
-    store = await Store.open(path, snapshot=snap)
+    store = await open_store(path, snapshot=snap)
     try:
         for b in sc.blocks:
             await store.apply_block(b.height, b.raw, hold=True)
@@ -42,7 +42,7 @@ async def test_a_bulk_sync_ends_with_the_snapshot_of_a_normal_sync(tmp_path: Pat
     sc = build_chain(seed=51, n_blocks=14, actions=8)
     snap = PoolSnapshot()
     changes: list[SnapshotChange] = []
-    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=snap)
+    store = await open_store(tmp_path / "bulk.sqlite", snapshot=snap)
     try:
         await store.defer_indexes()
         snap.subscribe(changes.append)
@@ -68,7 +68,7 @@ async def test_a_restart_in_bulk_mode_then_the_tip(tmp_path: Path) -> None:
     want = await normal_sync(tmp_path / "normal.sqlite", seed=52, n_blocks=12)
     sc = build_chain(seed=52, n_blocks=12, actions=8)
     path = tmp_path / "bulk.sqlite"
-    store = await Store.open(path, snapshot=PoolSnapshot())
+    store = await open_store(path, snapshot=PoolSnapshot())
     try:
         await store.defer_indexes()
         for b in sc.blocks[:5]:
@@ -76,7 +76,7 @@ async def test_a_restart_in_bulk_mode_then_the_tip(tmp_path: Path) -> None:
     finally:
         await store.close()
     snap = PoolSnapshot()
-    store = await Store.open(path, snapshot=snap)
+    store = await open_store(path, snapshot=snap)
     try:
         assert store.indexes_deferred
         mid = pools(snap)  # loaded from the committed rows
@@ -87,7 +87,7 @@ async def test_a_restart_in_bulk_mode_then_the_tip(tmp_path: Path) -> None:
     finally:
         await store.close()
     reopened = PoolSnapshot()
-    store = await Store.open(path, snapshot=reopened)
+    store = await open_store(path, snapshot=reopened)
     try:
         assert pools(reopened) == pools(want)
         await store.restore_indexes()
@@ -103,7 +103,7 @@ async def test_an_undo_in_bulk_mode(tmp_path: Path) -> None:
     want = await normal_sync(tmp_path / "normal.sqlite", seed=53, n_blocks=7)
     sc = build_chain(seed=53, n_blocks=12, actions=8)
     snap = PoolSnapshot()
-    store = await Store.open(tmp_path / "bulk.sqlite", snapshot=snap)
+    store = await open_store(tmp_path / "bulk.sqlite", snapshot=snap)
     try:
         await store.defer_indexes()
         for b in sc.blocks:

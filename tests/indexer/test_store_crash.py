@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from indexer import index
 from indexer.snapshot import PoolSnapshot
-from indexer.store import Store
 from tests.conftest import ROOT
 from tests.indexer.test_store_scenario import BuiltBlock, build_chain, dump, open_store
 
@@ -54,7 +54,7 @@ def read_blocks(path: Path) -> list[tuple[int, bytes]]:
 async def worker(db: str, blocks_file: str, batch: int = 0) -> None:
     blocks = read_blocks(Path(blocks_file))
     if batch:  # commits by count only, so where they land does not depend on speed
-        store = await Store.open(
+        store = await index.open_store(
             db, snapshot=PoolSnapshot(), batch_blocks=batch, batch_seconds=3600.0
         )
     else:

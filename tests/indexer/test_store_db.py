@@ -7,28 +7,31 @@ import sqlite3
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from bch.tx import OutPoint
-from indexer.decoders import BlockContext, BlockTx, create_decoders, register_decoder
+from indexer.decoders import BlockContext, BlockTx, Decoder, create_decoders, register_decoder
 from indexer.decoders.cauldron import format_pool_id, parse_pool_id
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
 from indexer.store import CORE_MIGRATIONS, Migration, Store, migrate, open_reader, open_writer
+from indexer.store.heard import MIGRATIONS as HEARD_MIGRATIONS
 from indexer.store.overlay import MIGRATIONS as OVERLAY_MIGRATIONS
 from indexer.store.schema import check_migrations
+from indexer.store.sql import Sql
+from indexer.store.writer import Writer
 from protocols.cauldron.detect import SUMMON_HEAD
 from tests.indexer.test_store_scenario import apply_all, build_chain, dump
 
 
-async def pragma(conn: aiosqlite.Connection, name: str) -> object:
+async def pragma(conn: Sql, name: str) -> object:
     rows = await conn.execute_fetchall(f"PRAGMA {name}")
     return next(iter(rows))[0]
 
 
 async def test_writer_settings_and_idempotent_migrations(tmp_path: Path) -> None:
     db = tmp_path / "i.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     try:
         assert await pragma(store.conn, "journal_mode") == "wal"
         assert await pragma(store.conn, "synchronous") == 1  # NORMAL
@@ -41,10 +44,11 @@ async def test_writer_settings_and_idempotent_migrations(tmp_path: Path) -> None
         declared = [
             *CORE_MIGRATIONS,
             *OVERLAY_MIGRATIONS,
+            *HEARD_MIGRATIONS,
             *(m for d in store.decoders for m in d.migrations),
         ]
         got = list(rows)
-        components = {"core", "mempool", "cauldron", "lending", "oracle", "registry"}
+        components = {"core", "mempool", "heard", "cauldron", "lending", "oracle", "registry"}
         assert {c for c, _ in got} == components
         assert got == sorted((m.component, m.version) for m in declared)
         for component in {c for c, _ in got}:
@@ -83,7 +87,7 @@ async def test_failed_migration_leaves_no_trace() -> None:
 async def test_reader_is_read_only_and_sees_whole_blocks(tmp_path: Path) -> None:
     db = tmp_path / "i.sqlite"
     sc = build_chain(seed=41, n_blocks=5)
-    store = await Store.open(db)
+    store = await open_store(db)
     reader = await open_reader(db)
     try:
         await apply_all(store, sc.blocks[:3])
@@ -103,7 +107,7 @@ async def test_reader_is_read_only_and_sees_whole_blocks(tmp_path: Path) -> None
         await store.close()
 
 
-class OpReturnCounter:
+class OpReturnCounter(Decoder[None, int]):
     """A decoder written outside the store: counts OP_RETURN outputs per block."""
 
     name = "opreturns"
@@ -122,24 +126,22 @@ class OpReturnCounter:
         self.undo = undo
         self.committed_heights: list[int] = []
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Sql) -> None:
         rows = await conn.execute_fetchall("SELECT height FROM opreturns ORDER BY height")
         self.committed_heights = [r[0] for r in rows]
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Sql, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], None]:
         return txs, None
 
     def decode(self, tx: BlockTx, context: None) -> Sequence[int]:
         return [1 for o in tx.tx.outputs if o.locking[:1] == b"\x6a"]
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[int]
-    ) -> None:
+    async def write(self, conn: Sql, block: BlockContext, rows: Sequence[int]) -> None:
         await conn.execute("INSERT INTO opreturns VALUES (?, ?)", (block.height, sum(rows)))
 
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+    async def undo_to(self, conn: Sql, height: int) -> None:
         if self.undo:
             await conn.execute("DELETE FROM opreturns WHERE height > ?", (height,))
 
@@ -148,9 +150,7 @@ class OpReturnCounter:
     ) -> None:
         self.committed_heights.append(block.height)
 
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
+    async def mempool_add(self, conn: Sql, block: BlockContext, tx: BlockTx) -> bool:
         return False
 
     def mempool_evict(self, txids: Collection[bytes]) -> None:
@@ -179,7 +179,7 @@ async def test_a_plugged_in_decoder_gets_blocks_and_undo() -> None:
         await store.undo_to(5)
         assert extra.committed_heights == [1, 2, 3, 4, 5]
         # The Cauldron tables do not notice the extra decoder.
-        plain = await Store.open(":memory:")
+        plain = await open_store(":memory:")
         try:
             await apply_all(plain, sc.blocks[:5])
             mine = await dump(store.conn)
@@ -194,9 +194,64 @@ async def test_a_plugged_in_decoder_gets_blocks_and_undo() -> None:
         await store.close()
 
 
+class DeclaredOpReturns(Decoder[None, int]):
+    """The same count, declared with nothing but what the base class cannot know: its table,
+    selection rule, decoding and `undo_tables` (no `load`, `undo_to` or mempool methods)."""
+
+    name = "declared"
+    migrations: Sequence[Migration] = (
+        Migration(
+            "declared",
+            1,
+            "counts",
+            "CREATE TABLE declared (height INTEGER PRIMARY KEY REFERENCES blocks(height), "
+            "n INTEGER NOT NULL);",
+        ),
+    )
+    patterns: Sequence[bytes] = (b"\x6a",)
+    undo_tables = ("declared",)
+
+    async def prepare(
+        self, db: Writer, block: BlockContext, txs: Sequence[BlockTx]
+    ) -> tuple[Sequence[BlockTx], None]:
+        return txs, None
+
+    def decode(self, tx: BlockTx, state: None) -> Sequence[int]:
+        return [1 for o in tx.tx.outputs if o.locking[:1] == b"\x6a"]
+
+    async def write(self, db: Writer, block: BlockContext, rows: Sequence[int]) -> None:
+        db.submit_many((("INSERT INTO declared VALUES (?, ?)", [(block.height, sum(rows))]),))
+
+
+async def test_a_declared_decoder_gets_the_base_class_undo_and_mempool() -> None:
+    sc = build_chain(seed=42, n_blocks=8)
+    declared, counter = DeclaredOpReturns(), OpReturnCounter()
+    snap = PoolSnapshot()
+    store = await Store.open(
+        ":memory:", snapshot=snap, decoders=[*create_decoders(snapshot=snap), declared, counter]
+    )
+    try:
+        await apply_all(store, sc.blocks)
+        read = "SELECT height, n FROM {} ORDER BY height"
+        assert await store.conn.execute_fetchall(read.format("declared")) == list(
+            await store.conn.execute_fetchall(read.format("opreturns"))
+        )
+        await store.undo_to(5)
+        assert [h for h, _ in await store.conn.execute_fetchall(read.format("declared"))] == [
+            1,
+            2,
+            3,
+            4,
+            5,
+        ]
+        assert declared.mempool_txids() == ()
+    finally:
+        await store.close()
+
+
 class SparseSummonCounter(OpReturnCounter):
     """The counter of OP_RETURN outputs, over the transactions holding a SUMMON marker only,
-    declared `Sparse`: blocks without such a transaction skip it."""
+    declared `sparse`: blocks without such a transaction skip it."""
 
     patterns: Sequence[bytes] = (SUMMON_HEAD,)
     sparse = True
@@ -214,14 +269,12 @@ async def test_a_sparse_decoder_is_skipped_on_blocks_without_candidates() -> Non
         prepare, write = sparse.prepare, sparse.write
 
         async def counted_prepare(
-            conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+            conn: Sql, block: BlockContext, txs: Sequence[BlockTx]
         ) -> tuple[Sequence[BlockTx], None]:
             calls.append(("prepare", block.height))
             return await prepare(conn, block, txs)
 
-        async def counted_write(
-            conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[int]
-        ) -> None:
+        async def counted_write(conn: Sql, block: BlockContext, rows: Sequence[int]) -> None:
             calls.append(("write", block.height))
             await write(conn, block, rows)
 

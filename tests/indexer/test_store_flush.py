@@ -1,4 +1,4 @@
-"""Rows kept back within a held batch (`Flushing`): the Cauldron decoder inserts a pool created
+"""Rows kept back within a held batch (`Decoder.flush`): the Cauldron decoder inserts a pool created
 and spent in the same batch once, already spent, and a failure while flushing rolls the batch
 back like any other failed write. Expected rows come from the scenario's own ledger."""
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
+from indexer import index
 from indexer.decoders import create_decoders
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
-from indexer.store.db import submit
+from indexer.store.sql import Sql
+from indexer.store.writer import Writer
 from tests.indexer.test_store_batch import FailAt
 from tests.indexer.test_store_scenario import Scenario, apply_all, build_chain, dump, open_store
 
@@ -26,7 +27,7 @@ CREATE TEMP TRIGGER pool_updated AFTER UPDATE ON main.cauldron_pools
 """
 
 
-async def _writes(conn: aiosqlite.Connection) -> list[tuple[str, bytes, int]]:
+async def _writes(conn: Sql) -> list[tuple[str, bytes, int]]:
     rows = await conn.execute_fetchall("SELECT kind, txid, vout FROM pool_writes")
     return sorted((str(r[0]), bytes(r[1]), int(r[2])) for r in rows)
 
@@ -36,7 +37,7 @@ async def _index(
 ) -> list[tuple[str, bytes, int]]:
     """Index the chain held in batches of `batch_blocks` (or, with `bulk`, with the indexes
     deferred and bulk batches of 1,000 blocks); the pool writes SQLite saw."""
-    store = await Store.open(
+    store = await index.open_store(
         path,
         snapshot=PoolSnapshot(),
         batch_blocks=batch_blocks,
@@ -86,7 +87,7 @@ async def test_kept_back_rows_go_in_before_the_deferred_indexes_are_built(
     first: they go into the table without indexes, and the indexes are then built over them
     (not maintained row by row through a batch's worth of pools)."""
     sc = build_chain(seed=41, n_blocks=16, actions=8)
-    store = await Store.open(
+    store = await index.open_store(
         tmp_path / "index.sqlite",
         snapshot=PoolSnapshot(),
         bulk_batch_blocks=1000,
@@ -135,10 +136,10 @@ class FlushFails(FailAt):
         self.n = n
         self.flushes = 0
 
-    def flush(self, conn: aiosqlite.Connection) -> None:
+    def flush(self, conn: Writer) -> None:
         self.flushes += 1
         if self.flushes == self.n:
-            submit(conn, [("exec", "INSERT INTO disk_full VALUES (1)", ())])
+            conn.submit([("exec", "INSERT INTO disk_full VALUES (1)", ())])
 
 
 @pytest.mark.parametrize("at_commit", [False, True])

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from indexer.store import Store, open_reader
+from indexer.index import open_store
+from indexer.store import open_reader
 from indexer.store import queries as q
 from tests.indexer.test_store_scenario import CATEGORIES, OWNERS, apply_all, build_chain, rev
 
@@ -37,7 +38,7 @@ def chain_order(r: list[Any]) -> tuple[int, int, int]:
 async def test_queries_match_the_ledger(tmp_path: Path) -> None:
     sc = build_chain(seed=51, n_blocks=35)
     db = tmp_path / "q.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await apply_all(store, sc.blocks)
     await store.close()
     conn = await open_reader(db)
@@ -154,7 +155,7 @@ async def test_every_query_is_served_by_an_index(tmp_path: Path) -> None:
     grows with history (tokens and trader-months are the whole answer of their queries)."""
     sc = build_chain(seed=52, n_blocks=12)
     db = tmp_path / "q.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     await apply_all(store, sc.blocks)
     await store.close()
     conn = await open_reader(db)

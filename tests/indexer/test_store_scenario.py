@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from bch.block import Block
 from bch.hashes import hash160
 from bch.keys import PrivateKey
 from bch.script import p2pkh_locking, push_data, push_int
 from bch.token import NFT, Capability, TokenData
 from bch.tx import OutPoint, Transaction, TxInput, TxOutput
+from indexer import index
 from indexer.snapshot import PoolSnapshot
 from indexer.store import Store
+from indexer.store.sql import Sql
 from protocols.cauldron.contract import pool_locking_bytecode, redeem_script, trade_unlocking
 from protocols.cauldron.formulas import (
     PoolState,
@@ -519,13 +519,14 @@ class Ledger:
 # --- helpers shared by the store tests -----------------------------------------------------------
 
 
-async def dump(conn: aiosqlite.Connection, tables: Iterable[str] | None = None) -> Rows:
+async def dump(conn: Sql, tables: Iterable[str] | None = None) -> Rows:
     """Every row of every index table (or of `tables`), sorted: physical order never matters.
-    The mempool overlay (`mempool_*`) is beside the index, not part of it: named only."""
+    The mempool overlay (`mempool_*`) and the tips heard (`heard_*`) are beside the index, not
+    part of it: named only."""
     if tables is None:
         names = await conn.execute_fetchall(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND name NOT LIKE 'mempool_%'"
+            "AND name NOT LIKE 'mempool_%' AND name NOT LIKE 'heard_%'"
         )
         tables = [str(r[0]) for r in names]
     out: Rows = {}
@@ -536,7 +537,7 @@ async def dump(conn: aiosqlite.Connection, tables: Iterable[str] | None = None) 
 
 
 async def open_store(path: str | Path = ":memory:") -> Store:
-    return await Store.open(path, snapshot=PoolSnapshot())
+    return await index.open_store(path, snapshot=PoolSnapshot())
 
 
 async def apply_all(store: Store, blocks: Iterable[BuiltBlock]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.store.writer import ProcessConnection, WriterGone
+from indexer.store.writer import Writer, WriterGone
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,8 +23,8 @@ def rows(path: Path) -> list[int]:
         return [r[0] for r in db.execute("SELECT x FROM t ORDER BY x")]
 
 
-async def open_table(path: Path) -> ProcessConnection:
-    conn = await ProcessConnection(path)
+async def open_table(path: Path) -> Writer:
+    conn = await Writer(path)
     await conn.execute("PRAGMA journal_mode = WAL")
     await conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER PRIMARY KEY)")
     return conn
@@ -38,8 +38,8 @@ async def test_calls_answer_like_aiosqlite(tmp_path: Path) -> None:
             (2,),
             (3,),
         ]
-        cursor = await conn.execute("SELECT count(*) FROM t")
-        assert list(await cursor.fetchall()) == [(3,)]
+        executed = await conn.execute("SELECT count(*) FROM t")
+        assert executed.rows == [(3,)]
         await conn.executescript("BEGIN; INSERT INTO t VALUES (4);")
         assert conn.in_transaction
         await conn.execute("ROLLBACK")
@@ -58,15 +58,15 @@ async def test_calls_answer_like_aiosqlite(tmp_path: Path) -> None:
 async def test_posts_run_in_order_and_errors_wait_for_sync(tmp_path: Path) -> None:
     conn = await open_table(tmp_path / "w.sqlite")
     try:
-        conn.post([("begin",), ("many", "INSERT INTO t VALUES (?)", [(1,), (2,)], None, "")])
-        conn.post([("exec", "INSERT INTO t VALUES (?)", (2,))])  # fails: kept for sync
-        assert conn.posted == 2
+        conn.submit([("begin",), ("many", "INSERT INTO t VALUES (?)", [(1,), (2,)], None, "")])
+        conn.submit([("exec", "INSERT INTO t VALUES (?)", (2,))])  # fails: kept for sync
+        assert conn.pending == 2
         # A call after the posts sees their effects (same connection, same transaction).
         assert list(await conn.execute_fetchall("SELECT x FROM t")) == [(1,), (2,)]
         with pytest.raises(sqlite3.IntegrityError):
-            await conn.sync()
-        assert conn.posted == 0
-        await conn.sync()  # the error was reported once
+            await conn.collect()
+        assert conn.pending == 0
+        await conn.collect()  # the error was reported once
         await conn.execute("ROLLBACK")
     finally:
         await conn.close()
@@ -77,21 +77,21 @@ async def test_a_failed_batch_never_commits_and_nothing_after_it_does(tmp_path: 
     path = tmp_path / "w.sqlite"
     conn = await open_table(path)
     try:
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (?)", (1,))])
-        assert await conn.commit_posted() is None
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (?)", (2,))])
-        conn.post([("exec", "INSERT INTO t VALUES (?)", (1,))])  # the batch's failed write
-        failed = await conn.commit_posted()
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (?)", (1,))])
+        assert await conn.commit_queued() is None
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (?)", (2,))])
+        conn.submit([("exec", "INSERT INTO t VALUES (?)", (1,))])  # the batch's failed write
+        failed = await conn.commit_queued()
         assert isinstance(failed, sqlite3.IntegrityError)
         # Blocks sent on before the store heard of it: skipped, and their commit refused.
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (?)", (3,))])
-        again = await conn.commit_posted()
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (?)", (3,))])
+        again = await conn.commit_queued()
         assert type(again) is type(failed) and str(again) == str(failed)
         assert rows(path) == [1]
         with pytest.raises(sqlite3.IntegrityError):
-            await conn.sync()  # the store hears of it (and reloads); the writer runs again
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (?)", (4,))])
-        assert await conn.commit_posted() is None
+            await conn.collect()  # the store hears of it (and reloads); the writer runs again
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (?)", (4,))])
+        assert await conn.commit_queued() is None
         assert not conn.in_transaction
     finally:
         await conn.close()
@@ -102,14 +102,14 @@ async def test_a_lost_expected_rowcount_fails_the_batch(tmp_path: Path) -> None:
     path = tmp_path / "w.sqlite"
     conn = await open_table(path)
     try:
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (?)", (1,))])
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (?)", (1,))])
         update = "UPDATE t SET x = x + 10 WHERE x = ?"
-        conn.post([("many", update, [(1,), (5,)], 2, "block 7: spends")])
-        failed = await conn.commit_posted()
+        conn.submit([("many", update, [(1,), (5,)], 2, "block 7: spends")])
+        failed = await conn.commit_queued()
         assert isinstance(failed, RuntimeError)
         assert str(failed) == "block 7: spends: 1 of 2 lost"
         with pytest.raises(RuntimeError):
-            await conn.sync()
+            await conn.collect()
     finally:
         await conn.close()
     assert rows(path) == []
@@ -119,11 +119,11 @@ async def test_posts_outside_a_transaction_fail_instead_of_autocommitting(tmp_pa
     path = tmp_path / "w.sqlite"
     conn = await open_table(path)
     try:
-        conn.post(
+        conn.submit(
             [("need_tx", "block 3: no open transaction"), ("exec", "INSERT INTO t VALUES (1)", ())]
         )
         with pytest.raises(sqlite3.OperationalError, match="block 3: no open transaction"):
-            await conn.sync()
+            await conn.collect()
     finally:
         await conn.close()
     assert rows(path) == []
@@ -132,15 +132,15 @@ async def test_posts_outside_a_transaction_fail_instead_of_autocommitting(tmp_pa
 _KILLED = textwrap.dedent(
     """
     import asyncio, sys
-    from indexer.store.writer import ProcessConnection
+    from indexer.store.writer import Writer
 
     async def main():
-        conn = await ProcessConnection(sys.argv[1])
+        conn = await Writer(sys.argv[1])
         await conn.execute("PRAGMA journal_mode = WAL")
         await conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY)")
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (1)", ())])
-        assert await conn.commit_posted() is None
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (2)", ())])
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (1)", ())])
+        assert await conn.commit_queued() is None
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (2)", ())])
         await conn.execute_fetchall("SELECT 1")  # row 2 written, not committed
         print("ready", flush=True)
         await asyncio.sleep(60)
@@ -164,7 +164,7 @@ async def test_sigkill_of_the_indexer_rolls_the_open_batch_back(tmp_path: Path) 
     await proc.wait()
     # The orphaned writer reads end of input, rolls back and lets go of the database: a new
     # writer can take the write lock and sees only the committed row.
-    conn = await ProcessConnection(path)
+    conn = await Writer(path)
     try:
         await conn.execute("PRAGMA busy_timeout = 20000")
         await conn.execute("BEGIN IMMEDIATE")
@@ -182,17 +182,17 @@ async def test_a_dead_writer_fails_every_request_and_the_store_reopens(tmp_path:
     path = tmp_path / "w.sqlite"
     conn = await open_table(path)
     try:
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (1)", ())])
-        assert await conn.commit_posted() is None
-        conn.post([("begin",), ("exec", "INSERT INTO t VALUES (2)", ())])
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (1)", ())])
+        assert await conn.commit_queued() is None
+        conn.submit([("begin",), ("exec", "INSERT INTO t VALUES (2)", ())])
         assert conn._proc is not None
         conn._proc.kill()  # the child, not this process
         with pytest.raises(WriterGone):
             await conn.execute_fetchall("SELECT x FROM t")
         with pytest.raises(WriterGone):
-            conn.post([("exec", "INSERT INTO t VALUES (3)", ())])
+            conn.submit([("exec", "INSERT INTO t VALUES (3)", ())])
         with pytest.raises(WriterGone):
-            await conn.sync()
+            await conn.collect()
     finally:
         await asyncio.wait_for(conn.close(), 10)
     assert rows(path) == [1]

@@ -217,6 +217,7 @@ SURFACES: dict[str, list[str] | None] = {
     "broadcast": [],
     "devnet": [],
     "devnet.electrum": [],
+    "devnet.realnode": [],
     "devnet.scenario": [
         "Ledger",
         "PRESETS",
@@ -232,9 +233,9 @@ SURFACES: dict[str, list[str] | None] = {
 COMMANDS: dict[str, list[str]] = {
     "ladle": ["-h/--help"],
     "ladle tx": ["-h/--help"],
-    "ladle tx decode": ["-h/--help", "hex", "--prefix"],
+    "ladle tx decode": ["-h/--help", "hex", "--prefix", "--config"],
     "ladle pool": ["-h/--help"],
-    "ladle pool address": ["-h/--help", "pkh", "--prefix"],
+    "ladle pool address": ["-h/--help", "pkh", "--prefix", "--config"],
     "ladle devnet": [
         "-h/--help",
         "--nodes",
@@ -242,6 +243,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -257,6 +260,7 @@ COMMANDS: dict[str, list[str]] = {
         "--start-time",
         "--verify-scenario",
         "--ledger",
+        "--config",
     ],
     "ladle up": [
         "-h/--help",
@@ -265,6 +269,8 @@ COMMANDS: dict[str, list[str]] = {
         "--host",
         "--no-verify",
         "--no-rostrum",
+        "--bitcoind",
+        "--fulcrum",
         "--delay",
         "--mine-every",
         "--preset",
@@ -287,6 +293,7 @@ COMMANDS: dict[str, list[str]] = {
         "--no-registry-fetch",
         "--broadcast-port",
         "--broadcast-db",
+        "--config",
     ],
     "ladle index": [
         "-h/--help",
@@ -308,6 +315,7 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle rest": [
         "-h/--help",
@@ -324,6 +332,7 @@ COMMANDS: dict[str, list[str]] = {
         "--broadcast-url",
         "--electrum-ws",
         "--network-label",
+        "--config",
     ],
     "ladle route": [
         "-h/--help",
@@ -335,6 +344,7 @@ COMMANDS: dict[str, list[str]] = {
         "--amount",
         "--side",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle build": [
         "-h/--help",
@@ -343,6 +353,7 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-address",
         "--request",
         "--fee-per-byte",
+        "--config",
     ],
     "ladle router": [
         "-h/--help",
@@ -353,6 +364,8 @@ COMMANDS: dict[str, list[str]] = {
         "--fee-per-byte",
         "--max-connections",
         "--rate",
+        "--max-lag-blocks",
+        "--max-lag-seconds",
         "--electrum",
         "--db",
         "--start-height",
@@ -371,18 +384,20 @@ COMMANDS: dict[str, list[str]] = {
         "--registry-source",
         "--ipfs-gateway",
         "--no-registry-fetch",
+        "--config",
     ],
     "ladle broadcast": [
         "-h/--help",
         "--host",
         "--port",
         "--node",
-        "--config",
+        "--settings",
         "--db",
         "--timeout",
         "--record-ttl",
         "--recheck-interval",
         "--no-verify",
+        "--config",
     ],
 }
 

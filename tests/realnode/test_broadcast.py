@@ -14,9 +14,9 @@ from bch.tx import OutPoint, Transaction, TxInput, TxOutput
 from bch.wallet import Wallet
 from broadcast.app import create_app
 from broadcast.config import BroadcastConfig, NodeConfig
-from broadcast.errors import ApiError
 from broadcast.request import BroadcastRequest
 from broadcast.service import BroadcastService
+from runtime.errors import ApiError
 from tests.realnode.nodes import MINER, RealNodes
 
 BOB = Wallet.from_seed("ladle real-node tier bob", prefix="bchreg")

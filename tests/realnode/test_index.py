@@ -18,10 +18,12 @@ from websockets.asyncio.client import connect
 from bch.wallet import Wallet
 from indexer.electrum import ElectrumClient
 from indexer.follow import Follower
+from indexer.index import open_store
 from indexer.network import index_prefix
-from indexer.store import Store
+from indexer.tipwatch import TipWatch
 from rest.config import RestConfig
 from rest.context import ApiContext
+from tests.indexer.test_follower_support import wait_until
 from tests.realnode.nodes import RealNodes
 
 LADLE = [sys.executable, "-m", "ladle"]
@@ -61,7 +63,7 @@ async def test_follower_indexes_the_genesis_block_and_follows(
     """The genesis coinbase cannot be fetched from a node, yet block 0 is part of the index
     (it anchors the index to the network), applied without transactions."""
     client = ElectrumClient([nodes.electrum_url], retries=0)
-    store = await Store.open(tmp_path / "index.sqlite")
+    store = await open_store(tmp_path / "index.sqlite")
     try:
         follower = Follower(client, store, mempool=False)
         result = await follower.sync()
@@ -128,3 +130,20 @@ async def test_ladle_router_follows_the_chain_and_its_network(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_the_tip_watch_hears_fulcrum(nodes: RealNodes) -> None:
+    """The best tip heard (`/health` freshness, the router's staleness) through a real Fulcrum:
+    its header subscription, a block mined on BCHN."""
+    watch = TipWatch([nodes.electrum_url])
+    await watch.start()
+    try:
+        height = nodes.bitcoind.rpc("getblockcount")
+        await wait_until(lambda: watch.heard().best_height == height, timeout=TIMEOUT)
+        nodes.mine(1)
+        await wait_until(lambda: watch.heard().best_height == height + 1, timeout=TIMEOUT)
+        heard = watch.heard()
+        assert heard.tips[height + 1][0] == nodes.bitcoind.rpc("getbestblockhash")
+        assert (heard.servers, heard.connected, heard.offline_since) == (1, 1, None)
+    finally:
+        await watch.close()

@@ -15,7 +15,7 @@ import pytest
 
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
 from devnet.service import Devnet, DevnetConfig
-from indexer.store import Store
+from indexer.index import open_store
 from rest.app import create_app
 from rest.config import RestConfig
 from rest.tokens import StaticRegistry, TokenMetadata
@@ -53,7 +53,7 @@ async def _build(db: Path) -> World:
     async with Devnet(DevnetConfig(tcp_base=0, ws_base=None, verify=False)) as net:
         result = await ScenarioGenerator(net, PARAMS).run()
         chain = net.nodes[0].chain
-        store = await Store.open(db)
+        store = await open_store(db)
         blocks: dict[int, Block] = {}
         running = 0
         try:

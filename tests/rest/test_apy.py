@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.store import Store
+from indexer.index import open_store
 from protocols.cauldron.formulas import (
     PoolState,
     apply_buy_tokens_exact_out,
@@ -53,7 +53,7 @@ async def test_apy_of_a_hand_made_history(tmp_path: Path) -> None:
     chain.mine(T0 + 3 * DAY, [chain.withdraw(b)])
     chain.mine(T0 + 4 * DAY + 500, [])
     db = tmp_path / "hand.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     for height, raw in chain.raw:
         await store.apply_block(height, raw)
     await store.close()
@@ -101,7 +101,7 @@ async def test_a_window_before_the_first_block_is_zero(tmp_path: Path) -> None:
     tx, _ = chain.create(0, CATS[2], 1_000_000, 1_000_000)
     chain.mine(T0, [tx])
     db = tmp_path / "one.sqlite"
-    store = await Store.open(db)
+    store = await open_store(db)
     for height, raw in chain.raw:
         await store.apply_block(height, raw)
     await store.close()

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.store import Store
+from indexer.index import open_store
 from rest.cache import deflate_piece, gzip_join
 from rest.candles import CANDLES, DAY, HISTORY, HOUR, CandleStore, Trades
 from rest.db import ReaderPool
@@ -75,7 +75,7 @@ def _undo_above(db: Path, height: int) -> None:
 
 
 async def _new_index(db: Path) -> None:
-    store = await Store.open(db)  # the schema, through the store's migrations
+    store = await open_store(db)  # the schema, through the store's migrations
     await store.close()
 
 
@@ -240,9 +240,9 @@ async def test_an_existing_index_gains_the_covering_trade_indexes(tmp_path: Path
     from rest import queries_dex as qd
 
     db = tmp_path / "old.sqlite"
-    conn = await open_writer(db)
-    await migrate(conn, [*CORE_MIGRATIONS, MIGRATIONS[0]])
-    await conn.close()
+    writer = await open_writer(db)
+    await migrate(writer, [*CORE_MIGRATIONS, MIGRATIONS[0]])
+    await writer.close()
     _write(db, *_rows(range(30), seed=4))
     old = sqlite3.connect(db)
     assert [c[2] for c in old.execute("PRAGMA index_info(cauldron_trades_category_time)")] == [

@@ -16,8 +16,8 @@ import pytest
 from bch.tx import Transaction
 from devnet.scenario import ScenarioGenerator
 from devnet.service import Devnet
+from indexer.index import open_store
 from indexer.snapshot import PoolSnapshot
-from indexer.store import Store
 from rest.config import RestConfig
 from rest.tokens import StaticRegistry
 from tests.indexer.test_follower_mempool import new_trade, pool_inputs, rival_of
@@ -190,7 +190,7 @@ async def test_tokens_lists_only_tokens_with_a_live_pool(tmp_path: Path) -> None
     assert ended
     sc.next_block(records=[sc.withdraw(p, recreate=False) for p in ended])
     db = tmp_path / "index.sqlite"
-    store = await Store.open(db, snapshot=PoolSnapshot())
+    store = await open_store(db, snapshot=PoolSnapshot())
     try:
         await apply_all(store, sc.blocks)
         config = RestConfig(

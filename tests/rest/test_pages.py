@@ -14,7 +14,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from indexer.store import Store
+from indexer.index import open_store
 from indexer.store import queries as q
 from indexer.store import queries_lending as ql
 from rest.db import IndexVersion, read_tip
@@ -188,7 +188,7 @@ async def tip_of(conn: aiosqlite.Connection) -> IndexVersion:
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_pages_as_the_chain_grows_and_reorgs(tmp_path: Path, seed: int) -> None:
     db = tmp_path / "index.sqlite"
-    await (await Store.open(db)).close()  # the store's migrations: tables and indexes
+    await (await open_store(db)).close()  # the store's migrations: tables and indexes
     conn = await aiosqlite.connect(db, isolation_level=None)
     rng = random.Random(seed)
     anchors = Anchors(stride=4)
@@ -209,7 +209,7 @@ async def test_the_trade_feed_reads_its_keys_in_index_order(tmp_path: Path) -> N
     """The page's keys come from `cauldron_trades_height` with no sort (the migration put it
     in the feed's order), so a deep page costs the rows it skips from its anchor only."""
     db = tmp_path / "index.sqlite"
-    await (await Store.open(db)).close()
+    await (await open_store(db)).close()
     conn = await aiosqlite.connect(db)
     try:
         listing = q.trades_listing()

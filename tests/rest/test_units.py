@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from rest.candles import HOUR, Bucket, fold, ordered
 from rest.declare import parse_int
-from rest.errors import ApiError
 from rest.middleware import accepts_gzip, etag_matches
 from rest.ratelimit import RateLimiter
+from runtime.errors import ApiError
 
 
 class Clock:
@@ -74,7 +74,7 @@ def test_accept_encoding(header: str | None, expected: bool) -> None:
 def test_integers_are_plain_digits(text: str) -> None:
     with pytest.raises(ApiError) as err:
         parse_int("n", text)
-    assert err.value.status == 400 and err.value.extra["parameter"] == "n"
+    assert err.value.status == 400 and err.value.fields["parameter"] == "n"
 
 
 def test_integer_digits() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from bch.hashes import sha256
+from router import wire
 from router.build import build
 from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params, parse_quote_params
@@ -130,9 +131,9 @@ def reply(book: PoolBook, method: str, params: dict[str, Any]) -> bytes:
     """The reply's `result` (or `error`) bytes exactly as the daemon sends them."""
     try:
         if method == "quote":
-            return quote(book, parse_quote_params(params), CONFIG).to_json_bytes()
+            return wire.quote_bytes(quote(book, parse_quote_params(params), CONFIG))
         request = parse_build_params(params, CONFIG)
-        return build(book, request, CONFIG).to_json_bytes()
+        return wire.build_bytes(build(book, request, CONFIG))
     except RouterError as err:
         return b'{"error":' + orjson.dumps(err.to_json()) + b"}"
 

@@ -1,13 +1,18 @@
 """Reference implementations the router is held to: slow, obviously correct, written apart
-from `router.route`."""
+from `router.route`, `router.solve` and `router.wire`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import orjson
+
 from protocols.cauldron.formulas import PoolState, buy_tokens_exact_in, sell_tokens_exact_in
+from router import wire
+from router.hop import Columns, Leg
 from router.pools import pool_reserve
 from router.route import Direction
+from router.solve.model import _Model
 
 
 def exact_in_out(state: tuple[int, int], direction: Direction, amount: int) -> int | None:
@@ -48,3 +53,44 @@ def best_exact_in_split(
         return top
 
     return best(0, amount)
+
+
+def legs_json_parts(
+    legs: Sequence[Leg],
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """Each leg's JSON object (its plain form, `wire.leg_doc`, as orjson writes it) and the
+    prices a hop of these legs gives (`Quote.prices`): (BUY, least pre-trade, least
+    post-trade sats per token) when every leg buys, (SELL, greatest, greatest) when every
+    leg sells; None when they are mixed (or there are none)."""
+    texts = [orjson.dumps(wire.leg_doc(leg)).decode() for leg in legs]
+    directions = {leg.direction for leg in legs}
+    if len(directions) != 1:
+        return texts, None
+    (direction,) = directions
+    pick = min if direction is Direction.BUY else max
+    pre = pick(leg.pool.sats / leg.pool.tokens for leg in legs)
+    post = pick(leg.after.sats / leg.after.tokens for leg in legs)
+    return texts, (direction, pre, post)
+
+
+def columns_json_parts(
+    columns: Columns,
+) -> tuple[list[str], tuple[Direction, float, float] | None]:
+    """`legs_json_parts` of a hop's columns (pools, sats after, tokens after)."""
+    pools, sats, tokens = columns
+    return legs_json_parts(
+        [Leg(p, PoolState(x, t)) for p, x, t in zip(pools, sats, tokens, strict=True)]
+    )
+
+
+def legs_json(legs: Sequence[Leg]) -> str:
+    """The legs' JSON array, as orjson writes their plain forms."""
+    return "[" + ",".join(legs_json_parts(legs)[0]) + "]"
+
+
+def plain_leg(m: _Model, i: int, amount_in: int, amount_out: int) -> Leg:
+    """Model pool i's leg for a trade of `amount_in` for `amount_out`, spelled out."""
+    pool = m.pools[i]
+    if m.direction is Direction.BUY:
+        return Leg(pool, PoolState(pool.sats + amount_in, pool.tokens - amount_out))
+    return Leg(pool, PoolState(pool.sats - amount_out, pool.tokens + amount_in))

@@ -14,6 +14,7 @@ from bch.token import TokenData
 from bch.tx import Transaction, TxOutput, hex_to_hash
 from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
+from router import wire
 from router.build import BuildResult, build
 from router.errors import ErrorCode, RouterError
 from router.params import RouterConfig, parse_build_params
@@ -41,7 +42,7 @@ def run(
     params: dict[str, Any], config: RouterConfig = FEE, book: PoolBook | None = None
 ) -> BuildResult:
     result = build(book or standard_book(), parse_build_params(params, config), config)
-    validator("tx.build.result.json").validate(result.to_json())
+    validator("tx.build.result.json").validate(wire.build_doc(result))
     return result
 
 
@@ -75,7 +76,8 @@ def check_common(result: BuildResult) -> None:
     assert (tx.version, tx.locktime) == (2, 0)
     assert len(sources) == len(tx.inputs)
     for i, leg in enumerate(legs):
-        assert tx.inputs[i].outpoint == leg.pool.outpoint
+        assert tx.inputs[i].outpoint.txid_hex == leg.pool.txid
+        assert tx.inputs[i].outpoint.index == leg.pool.vout
         assert tx.inputs[i].unlocking == trade_unlocking(leg.pool.owner_pkh)
         assert (
             sources[i].locking == tx.outputs[i].locking == pool_locking_bytecode(leg.pool.owner_pkh)
@@ -125,7 +127,7 @@ def test_bch_to_token_layout_and_amounts() -> None:
     assert pools_in == 3_000_000 - 3_000
     # Everything the funding brought is accounted for.
     assert pools_in + bought.value + change.value + fee.value + result.miner_fee == 10_000_000
-    doc = result.to_json()
+    doc = wire.build_doc(result)
     assert doc["expected_output"] == str(result.expected_output)
     assert doc["source_outputs"][0]["token"]["category"] == TOKEN_A
     assert doc["route"]["snapshot_version"] == 7
@@ -182,7 +184,7 @@ def test_token_to_token_pays_the_fee_in_sold_tokens() -> None:
     # The fee is the tokens; the dust sats its output carries are not the router's fee.
     assert result.fee_token_amount == 100_000 and result.fee_sats == 0
     assert fee.value == dust_threshold(fee) == result.route.fee.sats
-    for doc in (result.to_json(), orjson.loads(result.to_json_bytes())):
+    for doc in (wire.build_doc(result), orjson.loads(wire.build_bytes(result))):
         assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "100000")
         assert doc["route"]["router_fee"] == {
             "asset": TOKEN_A,
@@ -207,7 +209,7 @@ def test_a_token_fee_below_one_token_is_absent() -> None:
     check_common(result)
     assert result.route.kind == "two_hop" and result.route.fee.amount == 0
     assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)
-    doc = orjson.loads(result.to_json_bytes())
+    doc = orjson.loads(wire.build_bytes(result))
     assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
 
 
@@ -224,7 +226,7 @@ def test_a_fee_below_dust_is_not_charged() -> None:
     result = run(params)
     check_common(result)
     assert result.fee_sats == 0
-    doc = orjson.loads(result.to_json_bytes())
+    doc = orjson.loads(wire.build_bytes(result))
     assert (doc["fee_sats"], doc["fee_token_amount"]) == ("0", "0")
     assert doc["route"]["router_fee"] == {"asset": BCH, "amount": "0", "sats": "0", "bps": 10}
     assert all(o.locking != FEE_WALLET.locking_bytecode for o in result.tx.outputs)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from router import wire
 from router.cli import add_commands
 from router.pools import BCH
 from tests.conftest import ROOT
@@ -46,7 +47,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, 
 def pools_file(tmp_path: Path) -> Path:
     book = standard_book()
     path = tmp_path / "pools.json"
-    pools = [p.to_json() for token in book.tokens() for p in book.pools(token)]
+    pools = [wire.pool_doc(p) for token in book.tokens() for p in book.pools(token)]
     path.write_text(json.dumps(pools))
     return path
 

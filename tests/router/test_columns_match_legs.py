@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import PoolState
+from router import wire
+from router.book import Encodings, PoolEncoding
 from router.params import QuoteRequest, RouterConfig
-from router.pools import Pool
+from router.pools import Pool, buy_out_cap
 from router.quotes import quote
 from router.route import Direction, Leg
 from router.solve.model import _Model
-from router.wire import columns_json_bytes, columns_json_parts, legs_json
+from router.wire import columns_json_bytes
 from tests.router.helpers import FEE_WALLET, TOKEN_A, TOKEN_B, make_pool, standard_book
+from tests.router.reference import columns_json_parts, legs_json
 
 _CONFIG = RouterConfig(fee_address=FEE_WALLET.token_address)
 
@@ -48,9 +51,13 @@ def _columns(legs: list[Leg]) -> tuple[tuple[Pool, ...], tuple[int, ...], tuple[
     )
 
 
+def _encodings(legs: list[Leg]) -> tuple[PoolEncoding, ...]:
+    return Encodings().of([leg.pool for leg in legs])
+
+
 def _expected(legs: list[Leg], direction: Direction) -> tuple[bytes, float, float] | None:
-    """The reference: `columns_json_parts`' objects and prices, taken only when every leg
-    goes `direction` (what `Quote.json_doc` took from it)."""
+    """The reference: `reference.columns_json_parts`' objects and prices, taken only when
+    every leg goes `direction` (what `wire.quote_bytes` takes from the bytes by column)."""
     texts, prices = columns_json_parts(_columns(legs))
     if prices is None or prices[0] is not direction:
         return None
@@ -63,7 +70,7 @@ def _made(
     amounts = None
     if with_amounts:  # what the route hands over: each leg's own amounts
         amounts = ([leg.amount_in for leg in legs], [leg.amount_out for leg in legs])
-    made = columns_json_bytes(_columns(legs), direction, amounts)
+    made = columns_json_bytes(_columns(legs), direction, _encodings(legs), amounts)
     if made is None:
         return None
     return b"".join(made[0]), made[1], made[2]
@@ -89,22 +96,23 @@ def test_legs_json_by_column_is_the_reference(
     got = _made(legs, direction, with_amounts)
     assert got == _expected(legs, direction)
     if got is not None:  # and the text is `Leg.to_json`'s
-        assert orjson.loads(b"[" + got[0][:-1] + b"]") == [leg.to_json() for leg in legs]
+        assert orjson.loads(b"[" + got[0][:-1] + b"]") == [wire.leg_doc(leg) for leg in legs]
         assert got[0][:-1].decode() == legs_json(legs)[1:-1]
 
 
 def test_legs_json_by_column_refuses_what_it_cannot_write() -> None:
     buy = _legs([(1_000_000, 50_000, 10_000, -200), (2_000_000, 40_000, 7_000, -100)])
-    assert columns_json_bytes(_columns([]), Direction.BUY) is None
-    assert columns_json_bytes(_columns(buy), Direction.SELL) is None
+    assert columns_json_bytes(_columns([]), Direction.BUY, _encodings([])) is None
+    assert columns_json_bytes(_columns(buy), Direction.SELL, _encodings(buy)) is None
     # A purchase leg that pays nothing is a sale to `Leg.to_json`: the hop is mixed.
     still = Leg(buy[1].pool, PoolState(buy[1].pool.sats, buy[1].pool.tokens - 5))
-    assert columns_json_bytes(_columns([buy[0], still]), Direction.BUY) is None
+    mixed = [buy[0], still]
+    assert columns_json_bytes(_columns(mixed), Direction.BUY, _encodings(mixed)) is None
     assert _expected([buy[0], still], Direction.BUY) is None
     # A leg above 64 bits (no pool holds one): the reference way, not an orjson error.
     huge = make_pool(TOKEN_A, MAX_SATS, MAX_TOKEN_AMOUNT, "huge")
     wide = Leg(huge, PoolState(2**70, 1))
-    assert columns_json_bytes(_columns([wide]), Direction.BUY) is None
+    assert columns_json_bytes(_columns([wide]), Direction.BUY, _encodings([wide])) is None
 
 
 def test_a_token_less_pool_fails_alike() -> None:
@@ -113,7 +121,7 @@ def test_a_token_less_pool_fails_alike() -> None:
     with pytest.raises(ZeroDivisionError):
         columns_json_parts(_columns(legs))
     with pytest.raises(ZeroDivisionError):
-        columns_json_bytes(_columns(legs), Direction.BUY)
+        columns_json_bytes(_columns(legs), Direction.BUY, _encodings(legs))
 
 
 @pytest.mark.parametrize(
@@ -127,7 +135,7 @@ def test_a_token_less_pool_fails_alike() -> None:
 )
 def test_route_amounts_are_the_legs_amounts(sell: str, buy: str, amount: int) -> None:
     q = quote(standard_book(), QuoteRequest(sell, buy, amount), _CONFIG)
-    assert q.to_json_bytes() == orjson.dumps(q.to_json())
+    assert wire.quote_bytes(q) == orjson.dumps(wire.quote_doc(q))
     for hop in q.hops:
         amounts = hop.amounts()
         assert amounts is not None
@@ -150,6 +158,6 @@ def test_purchase_columns_follow_the_model() -> None:
     fresh = _Model(new_pools, Direction.BUY)
     got, want = changed.buy_units(members, v), fresh.buy_units(members, v)
     assert (got[0], got[2], got[3]) == (want[0], want[2], want[3])
-    assert list(got[1]) == list(want[1]) == [p.buy_cap for p in fresh.pools]
+    assert list(got[1]) == list(want[1]) == [buy_out_cap(p.sats, p.tokens) for p in fresh.pools]
     for i in got[2]:  # each payment is the contract's own
         assert got[2][i] == fresh.in_for_out(i, got[0][i])

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
@@ -30,8 +30,8 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
-from router import gate
-from router.book import LiveBook
+from router import gate, wire
+from router.book import LiveBook, encodings
 from router.build import build
 from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
@@ -41,7 +41,6 @@ from router.route import Direction, Hop, Leg, _best_single, _single
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model
-from router.wire import legs_json
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
@@ -52,6 +51,7 @@ from tests.router.helpers import (
     make_pool,
     standard_book,
 )
+from tests.router.reference import legs_json, plain_leg
 from tests.router.test_daemon_support import running, snapshot_of, standard_pools
 
 # --- inline contract arithmetic ------------------------------------------------------------
@@ -187,22 +187,34 @@ def test_a_new_pool_state_gets_new_bytes_and_the_old_pools_keep_theirs() -> None
     live = LiveBook(snap)
     before = {p.key: p for p in live.current().pools(TOKEN_A)}
     after_state = PoolState(1_000_100, 19_999)
-    old_bytes = {k: p.output(after_state).encode() for k, p in before.items()}
+    table = encodings(live.current())
+    old = {k: table.of([p])[0] for k, p in before.items()}
+    old_bytes = {
+        k: e.template.output(after_state.sats, after_state.tokens).encode() for k, e in old.items()
+    }
     moved = snap.pools(TOKEN_A)[1]
     txid = trade_pending(snap, moved, b"fast paths: a trade", moved.sats + 5_000, moved.tokens - 90)
     now = {p.key: p for p in live.current().pools(TOKEN_A)}
     assert (moved.txid, moved.vout) not in now
-    fresh = now[(txid[::-1].hex(), 0)]
+    fresh = encodings(live.current()).of([now[(txid[::-1].hex(), 0)]])[0]
+    template = fresh.template
     assert (
         fresh.source_output.encode()
         == TxOutput(
-            moved.sats + 5_000, fresh.locking, TokenData(fresh.category, moved.tokens - 90)
+            moved.sats + 5_000,
+            template.locking,
+            TokenData(template.category, moved.tokens - 90),
         ).encode()
     )
     for key, pool in now.items():
         if key in before:
-            assert pool is before[key]  # untouched pools keep their objects and bytes
-            assert pool.output(after_state).encode() == old_bytes[key]
+            assert pool is before[key]  # untouched pools keep their objects and encodings
+            kept = encodings(live.current()).of([pool])[0]
+            assert kept is old[key]
+            assert (
+                kept.template.output(after_state.sats, after_state.tokens).encode()
+                == old_bytes[key]
+            )
     live.close()
 
 
@@ -411,10 +423,10 @@ def test_the_daemons_json_bytes_are_the_dicts() -> None:
     config = RouterConfig(fee_address=FEE_WALLET.token_address)
     for params in _orders():
         result = build(book, parse_build_params(params, config), config)
-        assert result.to_json_bytes() == orjson.dumps(result.to_json())
-        assert result.route.to_json_bytes() == orjson.dumps(result.route.to_json())
+        assert wire.build_bytes(result) == orjson.dumps(wire.build_doc(result))
+        assert wire.quote_bytes(result.route) == orjson.dumps(wire.quote_doc(result.route))
         assert orjson.loads(legs_json(result.route.legs)) == [
-            leg.to_json() for leg in result.route.legs
+            wire.leg_doc(leg) for leg in result.route.legs
         ]
 
 
@@ -424,19 +436,19 @@ def test_source_outputs_json_whatever_objects_the_pools_spend() -> None:
     book = standard_book()
     config = RouterConfig(fee_address=FEE_WALLET.token_address)
     result = build(book, parse_build_params(_orders()[0], config), config)
-    legs = result.route.legs
-    assert len(legs) >= 2
-    first = legs[0].pool.source_output
+    assert len(result.route.legs) >= 2
+    first = result.route.encodings[0].source_output
     copy = TxOutput(first.value, first.locking, first.token)
     other = TxOutput(first.value + 1, first.locking, first.token)
     for swapped in (copy, other):
         sources = (swapped, *result.source_outputs[1:])
         changed = dataclasses.replace(result, source_outputs=sources)
-        doc = orjson.loads(changed.to_json_bytes())
-        assert changed.to_json_bytes() == orjson.dumps(changed.to_json())
+        doc = orjson.loads(wire.build_bytes(changed))
+        assert wire.build_bytes(changed) == orjson.dumps(wire.build_doc(changed))
         assert doc["source_outputs"][0]["value"] == str(swapped.value)
         assert (
-            doc["source_outputs"][1:] == orjson.loads(result.to_json_bytes())["source_outputs"][1:]
+            doc["source_outputs"][1:]
+            == orjson.loads(wire.build_bytes(result))["source_outputs"][1:]
         )
 
 
@@ -450,7 +462,7 @@ def test_a_hops_legs_and_totals_are_the_plain_ones() -> None:
             for leg in hop.legs:
                 i = m.position(leg.pool.key)
                 assert i is not None
-                plain = m.leg(i, leg.amount_in, leg.amount_out)
+                plain = plain_leg(m, i, leg.amount_in, leg.amount_out)
                 assert leg == plain and leg.after == plain.after
                 assert type(leg) is Leg and type(leg.after) is PoolState
                 assert hash(leg.after) == hash(plain.after)
@@ -610,7 +622,8 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
     # The caps come as the model's column (indexed by pool); the heap's entries are
     # `_unit_key(cost, pool)`: one integer ordering as the pair does.
     got_caps = {i: got[1][i] for i in got[0]}
-    assert (got[0], got_caps, got[2], [divmod(key, 2**32) for key in got[3]]) == expected
+    assert (got[0], got_caps, got[2]) == expected[:3]
+    assert sorted(divmod(key, 2**32) for key in got[3]) == sorted(expected[3])
     assert [got[1][i] for i in range(len(m))] == m.out_caps(range(len(m)))
     assert sorted(got[3]) == [solve_model._unit_key(*entry) for entry in sorted(expected[3])]
     get, caps, pay, heap = expected
@@ -638,3 +651,34 @@ def test_real_purchases_polish_the_plain_way() -> None:
             i = m.position(leg.pool.key)
             assert i is not None
             assert leg.amount_in == m.in_for_out(i, leg.amount_out) or len(q.legs) == 1
+
+
+narrow_states = st.tuples(
+    st.one_of(st.integers(706, 10**6), st.integers(706, 10**9)),
+    st.one_of(st.integers(2, 300), st.integers(2, 10**6)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(narrow_states, min_size=170, max_size=220),
+    st.randoms(use_true_random=False),
+    st.one_of(st.floats(0.0, 1.2), st.just(1.0)),
+)
+def test_a_many_pool_purchases_units_are_the_plain_ones(
+    states: list[tuple[int, int]], rng: random.Random, share: float
+) -> None:
+    """From `_ARRAY_MEMBERS` members on, `buy_units` reads the columns as arrays: still
+    `_allocation(members, v)` made whole the plain way, pool for pool and in member order
+    (the polish heap's entries in any order: it is heapified, its keys distinct)."""
+    pools = [make_pool(TOKEN_A, x, t, f"many {n}") for n, (x, t) in enumerate(states)]
+    m = _Model(pools, Direction.BUY)
+    assume(len(m) >= solve_model._ARRAY_MEMBERS)
+    assert m.purchase_arrays() is not None
+    members = rng.sample(range(len(m)), rng.randint(solve_model._ARRAY_MEMBERS, len(m)))
+    v = rng.choice([*m.vmax, *m.vmin]) * share
+    expected = _plain_units(m, continuous._allocation(m, members, v))
+    got = m.buy_units(members, v)
+    assert list(got[0].items()) == list(expected[0].items())
+    assert list(got[2].items()) == list(expected[2].items())
+    assert sorted(divmod(key, 2**32) for key in got[3]) == sorted(expected[3])

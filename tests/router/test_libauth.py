@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from bch.policy import check_fee
 from bch.token import TokenData
 from bch.tx import Transaction, TxOutput
+from router import wire
 from router.build import build
 from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params
@@ -130,7 +131,7 @@ def test_built_transactions_verify_in_libauth(
 ) -> None:
     params, config, book = SCENARIOS[name]
     result = build(book or standard_book(), parse_build_params(params, config), config)
-    doc = result.to_json()
+    doc = wire.build_doc(result)
     tx = Transaction.from_hex(doc["unsigned_tx_hex"])
     sources = _source_outputs(doc)
     assert tuple(sources) == result.source_outputs

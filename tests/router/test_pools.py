@@ -10,7 +10,8 @@ import pytest
 from bch.token import TokenData
 from bch.tx import TxOutput, hex_to_hash
 from protocols.cauldron.contract import pool_locking_bytecode
-from protocols.cauldron.formulas import PoolState
+from router import wire
+from router.book import encode
 from router.pools import (
     POOL_INPUT_SIZE,
     Pool,
@@ -43,23 +44,25 @@ def entry(**overrides: object) -> dict[str, object]:
 def test_a_pool_is_its_utxo() -> None:
     (pool,) = parse_pools([entry()])
     assert pool == Pool(txid("p"), 1, bytes.fromhex(OWNER), TOKEN_A, 100_000, 5_000_000)
-    assert pool.locking.hex() == OWNER_LOCKING
-    assert pool.source_output == TxOutput(
+    encoded = encode(pool)
+    assert encoded.source_output == TxOutput(
         100_000, bytes.fromhex(OWNER_LOCKING), TokenData(hex_to_hash(TOKEN_A), 5_000_000)
     )
-    assert pool.outpoint.txid_hex == txid("p") and pool.outpoint.index == 1
-    after = pool.output(PoolState(100_500, 4_975_000))
+    outpoint = encoded.trade_input.outpoint
+    assert outpoint.txid_hex == txid("p") and outpoint.index == 1
+    after = encoded.template.output(100_500, 4_975_000)
     assert after.locking == pool_locking_bytecode(bytes.fromhex(OWNER))
     assert after.token == TokenData(hex_to_hash(TOKEN_A), 4_975_000)
-    assert pool.to_json() == {**entry(), "tokens": "5000000"}
+    assert wire.pool_doc(pool) == {**entry(), "tokens": "5000000"}
 
 
 @pytest.mark.parametrize("tokens", [1, 252, 253, 65_535, 65_536, 2**32, 2**63 - 1])
 def test_pool_sizes_match_the_serialized_bytes(tokens: int) -> None:
     pool = Pool(txid("p"), 0, bytes(20), TOKEN_A, 10_000, tokens)
-    assert pool_output_size(tokens) == pool.source_output.size()
+    source = encode(pool).source_output
+    assert pool_output_size(tokens) == source.size()
     assert 79 <= pool_output_size(tokens) <= 87
-    assert pool.trade_size == POOL_INPUT_SIZE + pool.source_output.size()
+    assert pool.trade_size == POOL_INPUT_SIZE + source.size()
 
 
 def test_ids_are_normalised_and_amounts_may_be_strings() -> None:

@@ -20,6 +20,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
+from router import wire
 from router.errors import ErrorCode, RouterError
 from router.params import QuoteRequest, RouterConfig, Side
 from router.pools import BCH, Pool, PoolBook
@@ -524,7 +525,7 @@ def test_quote_json_matches_its_schema_and_carries_the_snapshot() -> None:
         QuoteRequest(TOKEN_A, TOKEN_B, 123_456, Side.BUY),
     ):
         q = quote(_book(), request, FEE)
-        doc = q.to_json()
+        doc = wire.quote_doc(q)
         check.validate(doc)
         assert doc["snapshot_version"] == 42 and doc["index_height"] == 812_345
         assert doc["input_is_bch"] is (request.sell == BCH)

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from router import wire
 from router.build import build
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import BCH, PoolBook
@@ -43,7 +44,7 @@ def _quote(book: PoolBook, sell: str, buy: str, amount: int, side: str = "sell")
 
 def _docs(q: Quote) -> list[dict[str, Any]]:
     """The plain document and the daemon's bytes: both must say the same."""
-    docs = [q.to_json(), orjson.loads(q.to_json_bytes())]
+    docs = [wire.quote_doc(q), orjson.loads(wire.quote_bytes(q))]
     assert docs[0] == docs[1]
     for doc in docs:
         validator("quote.result.json").validate(doc)
@@ -96,10 +97,10 @@ def test_a_build_route_is_the_quote_object() -> None:
         build_params(TOKEN_A, TOKEN_B, 100_000_000, inputs),
     ):
         result = build(book, parse_build_params(params, FEE), FEE)
-        for doc in (result.to_json(), orjson.loads(result.to_json_bytes())):
+        for doc in (wire.build_doc(result), orjson.loads(wire.build_bytes(result))):
             validator("tx.build.result.json").validate(doc)
             q = _quote(book, params["sell"], params["buy"], int(params["amount"]))
-            plain = q.to_json()
+            plain = wire.quote_doc(q)
             assert set(doc["route"]) == set(plain)
             changed = {"estimated_size", "miner_fee_estimate_sats"}
             assert {k: v for k, v in doc["route"].items() if k not in changed} == {

@@ -75,7 +75,8 @@ def test_a_pool_the_trade_does_not_spend_may_fund_it() -> None:
         params = build_params(BCH, TOKEN_A, 3_000_000, [_as_funding(pool, 10**7)])
         result = _build(params, book)
         assert {leg.pool.key for leg in result.route.legs} == used
-        assert result.tx.inputs[-1].outpoint == pool.outpoint
+        spent = result.tx.inputs[-1].outpoint
+        assert (spent.txid_hex, spent.index) == pool.key
 
 
 @pytest.mark.parametrize("hop", [0, 1])

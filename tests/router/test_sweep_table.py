@@ -1,7 +1,7 @@
 """The recorded sweep (`solve.continuous._SweepTable`, what `_split` asks through
-`_Plan.sweep`) stops where the walking `_sweep` stops, with the same rate, members and
-`jumped`, whatever orders came before it on the same plan (the table is extended lazily and
-shared)."""
+`_Plan.sweep`) stops where the one-shot walk over the same breakpoints (`_sweep`) stops, with
+the same rate, members and `jumped`, whatever orders came before it on the same plan (the table
+is extended lazily and shared)."""
 
 from __future__ import annotations
 

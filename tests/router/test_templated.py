@@ -34,13 +34,13 @@ from bch.tx import (
     hex_to_hash,
 )
 from protocols.cauldron.formulas import PoolState
-from router import gate
+from router import gate, wire
+from router.book import Encodings, encode
 from router.build import BuildResult, build
 from router.params import RouterConfig, parse_build_params
 from router.pools import PoolBook
 from router.quotes import Quote
 from router.route import Direction, Hop, Leg
-from router.wire import legs_json_parts
 from tests.router.helpers import (
     FEE_WALLET,
     OTHER,
@@ -52,6 +52,7 @@ from tests.router.helpers import (
     make_pool,
     standard_book,
 )
+from tests.router.reference import legs_json_parts
 
 CONFIG = RouterConfig(fee_bps=10, fee_address=FEE_WALLET.token_address)
 CAT_A, CAT_B = hex_to_hash(TOKEN_A), hex_to_hash(TOKEN_B)
@@ -158,7 +159,9 @@ def test_builds_are_templated_and_their_bytes_are_the_plain_ones(
         assert tx.outputs == plain.outputs and tx.outputs is tx.outputs  # made once
         assert [o.encode() for o in tx.outputs] == [o.encode() for o in plain.outputs]
         assert tx.output_value() == sum(o.value for o in plain.outputs)
-        assert gate._templated_pools_clean(_templated(tx), result.source_outputs, exp.routed)
+        assert gate._templated_pools_clean(
+            _templated(tx), result.source_outputs, exp.routed, exp.encodings
+        )
         assert policy._templated_clean(_templated(tx), 2026) == (n, sum(tx.values))
         assert _same_verdicts(tx, result.source_outputs, exp) == []
 
@@ -272,9 +275,9 @@ def test_a_template_an_input_or_a_source_not_the_pools_is_judged_the_plain_way(
         (_templated(tx, version=1), sources, "must be 2 / 0"),
     ]
     for bad, srcs, reason in cases:
-        assert gate._templated_pools_clean(_templated(bad), srcs, exp.routed) is None or (
-            reason is None or reason == "must be 2 / 0"
-        )
+        assert gate._templated_pools_clean(
+            _templated(bad), srcs, exp.routed, exp.encodings
+        ) is None or (reason is None or reason == "must be 2 / 0")
         found = _same_verdicts(bad, srcs, exp)
         if reason is None:
             assert found == []
@@ -329,15 +332,17 @@ def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
     """A pool holding no token cannot be re-created by a fungible template: the fast path
     leaves it to the plain checks, which say so."""
     pool = make_pool(TOKEN_A, 100_000, 0, "token-less")
-    assert pool.source_output.token is None
+    encoded = encode(pool)
+    assert encoded.source_output.token is None
     leg = Leg(pool, PoolState(101_000, 1))
     coin = TxOutput(10**8, USER.locking_bytecode)
-    ins = [pool.trade_input, TxInput(OutPoint(sha256(b"coin"), 0))]
+    ins = [encoded.trade_input, TxInput(OutPoint(sha256(b"coin"), 0))]
     rest = [TxOutput(10**8 - 2_000, USER.locking_bytecode)]
-    tx = TemplatedTransaction(ins, [pool.template], [101_000], [1], rest)
-    sources = (pool.source_output, coin)
+    tx = TemplatedTransaction(ins, [encoded.template], [101_000], [1], rest)
+    sources = (encoded.source_output, coin)
     exp = gate.Expectation(
         ((leg.pool,), (leg.after.sats,), (leg.after.tokens,)),
+        (encoded,),
         USER.locking_bytecode,
         USER.locking_bytecode,
         frozenset({USER.locking_bytecode}),
@@ -349,7 +354,7 @@ def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
         1000,
         (1,),
     )
-    assert gate._templated_pools_clean(tx, sources, exp.routed) is None
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
     found = _same_verdicts(tx, sources, exp)
     assert any("does not re-create" in f for f in found)
 
@@ -452,10 +457,10 @@ def test_legs_json_and_prices_in_one_pass_are_the_plain_ones(
 ) -> None:
     for result, _ in builds:
         q = result.route
-        assert q.to_json_bytes() == orjson.dumps(q.to_json())
+        assert wire.quote_bytes(q) == orjson.dumps(wire.quote_doc(q))
         for hop in q.hops:
             texts, prices = legs_json_parts(hop.legs)
-            assert [orjson.loads(t) for t in texts] == [leg.to_json() for leg in hop.legs]
+            assert [orjson.loads(t) for t in texts] == [wire.leg_doc(leg) for leg in hop.legs]
             assert prices is not None and prices[0] is hop.direction
             alone = dataclasses.replace(q, hops=(hop,))
             assert (prices[1], prices[2]) == alone.prices()
@@ -470,8 +475,9 @@ def test_mixed_or_mislabelled_hops_take_the_plain_prices(
     mixed = Hop(b.token_id, Direction.BUY, (*b.legs, *s.legs))
     mislabelled = Hop(s.token_id, Direction.BUY, s.legs)
     for hops in [(mixed,), (mislabelled,), (s, mixed), (Hop(b.token_id, Direction.SELL, b.legs),)]:
-        q: Quote = dataclasses.replace(buy, hops=hops)
-        assert q.to_json_bytes() == orjson.dumps(q.to_json())
+        pools = [leg.pool for hop in hops for leg in hop.legs]
+        q: Quote = dataclasses.replace(buy, hops=hops, encodings=Encodings().of(pools))
+        assert wire.quote_bytes(q) == orjson.dumps(wire.quote_doc(q))
     assert legs_json_parts((*b.legs, *s.legs))[1] is None
     assert legs_json_parts(())[1] is None
 
@@ -510,11 +516,11 @@ def test_the_daemons_path_makes_no_leg_objects(book: PoolBook) -> None:
     for params in _orders():
         request = parse_build_params(params, CONFIG)
         result = build(book, request, CONFIG)
-        raw = result.to_json_bytes()
+        raw = wire.build_bytes(result)
         assert result.route._legs is None
         for hop in result.route.hops:
-            assert "legs" not in vars(hop)  # never made
-        assert raw == orjson.dumps(result.to_json())  # reads the legs, equal bytes
+            assert hop._legs is None  # never made
+        assert raw == orjson.dumps(wire.build_doc(result))  # reads the legs, equal bytes
         assert result.route._legs is not None
 
 

@@ -7,9 +7,8 @@ from indexer.decoders.cauldron.model import (
     EventKind,
     PoolUtxo,
     PoolVia,
-    format_pool_id,
-    parse_pool_id,
 )
+from indexer.store.pool_id import format_pool_id, parse_pool_id
 
 __all__ = [
     "EVENT_KINDS",

@@ -25,8 +25,8 @@ from bch.encoding import DecodeError
 from bch.hashes import hash160
 from bch.script import pushes
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockTx
 from indexer.decoders.cauldron.model import PoolUtxo, SpentKind
+from indexer.store.decoder import BlockTx
 from protocols.cauldron.detect import (
     SUMMON_HEAD,
     CreationTuple,

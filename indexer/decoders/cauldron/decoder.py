@@ -7,10 +7,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-import aiosqlite
-
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import (
     BlockRows,
     CauldronContext,
@@ -22,9 +19,9 @@ from indexer.decoders.cauldron.decode import (
 from indexer.decoders.cauldron.model import PoolUtxo, SpentKind
 from indexer.decoders.cauldron.schema import COMPONENT, MIGRATIONS
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
-from indexer.store.db import submit, submit_many
+from indexer.store.decoder import BlockContext, BlockTx, Decoder
 from indexer.store.schema import Migration
-from indexer.store.writer import Step
+from indexer.store.writer import Step, Writer
 from protocols.cauldron.contract import REDEEM_SUFFIX
 from protocols.cauldron.detect import SUMMON_HEAD, KnownOwners, is_pool_utxo
 
@@ -133,8 +130,8 @@ def _pool_from_row(r: Any) -> PoolUtxo:
     )
 
 
-class CauldronDecoder:
-    """Indexes Cauldron pools (see `indexer.decoders.base.Decoder` for the protocol)."""
+class CauldronDecoder(Decoder[CauldronContext, EventRow]):
+    """Indexes Cauldron pools (see `indexer.store.decoder.Decoder` for the protocol)."""
 
     name = COMPONENT
     migrations: Sequence[Migration] = MIGRATIONS
@@ -167,7 +164,7 @@ class CauldronDecoder:
 
     # --- state ---------------------------------------------------------------------------------
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Writer) -> None:
         self._unflushed = {}  # rolled back with their transaction, if any
         self._rows = None
         owners = await conn.execute_fetchall("SELECT pkh FROM cauldron_owners")
@@ -202,7 +199,7 @@ class CauldronDecoder:
     # --- blocks --------------------------------------------------------------------------------
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Writer, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], CauldronContext]:
         overlay, relevant, found = detect_block(txs, self.owners)
         produced = {t.txid for t in relevant}
@@ -240,9 +237,7 @@ class CauldronDecoder:
     def decode(self, tx: BlockTx, context: CauldronContext) -> Sequence[EventRow]:
         return decode_tx(tx, context)
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[EventRow]
-    ) -> None:
+    async def write(self, conn: Writer, block: BlockContext, rows: Sequence[EventRow]) -> None:
         """`rows`: the block's `cauldron_events` rows (what `decode` returned); the rest are in
         the block's `BlockRows` (`prepare` made it)."""
         out = self._rows
@@ -290,17 +285,17 @@ class CauldronDecoder:
         if spends:  # pools inserted by an earlier COMMIT; they were read live, so none is lost
             steps.append(("many", _SPEND_POOL, spends, len(spends), f"block {h}: pool spends"))
         steps += [("many", sql, params, None, "") for sql, params in statements if params]
-        submit(conn, steps)
+        conn.submit(steps)
 
-    def flush(self, conn: aiosqlite.Connection) -> None:
+    def flush(self, conn: Writer) -> None:
         """Queue the pool rows kept back in this transaction (the store calls it before each
-        COMMIT of applied blocks; see `indexer.decoders.base.Flushing`)."""
+        COMMIT of applied blocks; see `Decoder.flush`)."""
         if self._unflushed:
             rows = list(self._unflushed.values())
             self._unflushed = {}
-            submit_many(conn, ((_INSERT_POOL, rows),))
+            conn.submit_many(((_INSERT_POOL, rows),))
 
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+    async def undo_to(self, conn: Writer, height: int) -> None:
         self._unflushed = {}  # (empty: the store commits, flushing, before an undo)
         for table in (
             "cauldron_tvl",
@@ -362,9 +357,7 @@ class CauldronDecoder:
 
     # --- mempool -------------------------------------------------------------------------------
 
-    async def mempool_add(
-        self, conn: aiosqlite.Connection, block: BlockContext, tx: BlockTx
-    ) -> bool:
+    async def mempool_add(self, conn: Writer, block: BlockContext, tx: BlockTx) -> bool:
         self._catch_up()
         if self.snapshot.is_pending(tx.txid):
             return True
@@ -449,14 +442,14 @@ _LATEST_TVL = (
 Params = Sequence[tuple[object, ...]]
 
 
-async def _stored_pool(conn: aiosqlite.Connection, op: OutPoint) -> bool:
+async def _stored_pool(conn: Writer, op: OutPoint) -> bool:
     rows = await conn.execute_fetchall(
         "SELECT 1 FROM cauldron_pools WHERE txid = ? AND vout = ?", (_rev(op.txid), op.index)
     )
     return bool(list(rows))
 
 
-async def _confirmed(conn: aiosqlite.Connection, txid: bytes) -> bool:
+async def _confirmed(conn: Writer, txid: bytes) -> bool:
     rows = await conn.execute_fetchall(
         "SELECT 1 FROM cauldron_events WHERE txid = ? LIMIT 1", (_rev(txid),)
     )

@@ -14,10 +14,10 @@ the columns are described in `schema`).
 
 from __future__ import annotations
 
-import re
 from typing import Literal, NamedTuple
 
 from bch.tx import OutPoint
+from indexer.store.pool_id import format_pool_id
 
 # How a pool UTXO came to be indexed: the three creation rules of `protocols.cauldron.detect`,
 # a trade-path continuation of a known pool, or a continuation of a pool the index never saw.
@@ -51,21 +51,6 @@ EVENT_KINDS: tuple[EventKind, ...] = (
     "invalidated",
 )
 SpentKind = Literal["trade", "withdraw"]
-
-_POOL_ID = re.compile(r"^([0-9a-f]{64}):(0|[1-9][0-9]{0,9})$")
-
-
-def format_pool_id(lineage: OutPoint) -> str:
-    """`<txid display hex>:<vout>` of the lineage's first outpoint."""
-    return f"{lineage.txid_hex}:{lineage.index}"
-
-
-def parse_pool_id(pool_id: str) -> OutPoint:
-    """Inverse of `format_pool_id`; ValueError for anything else (upper case, 63 hex, -1 …)."""
-    m = _POOL_ID.match(pool_id)
-    if m is None or int(m.group(2)) > 0xFFFFFFFF:
-        raise ValueError(f"not a pool id (<64 lowercase hex>:<vout>): {pool_id!r}")
-    return OutPoint.from_hex(m.group(1), int(m.group(2)))
 
 
 class PoolUtxo(NamedTuple):

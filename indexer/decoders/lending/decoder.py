@@ -14,15 +14,13 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
-
 from bch.script import p2sh32_locking_for_redeem, pushes
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
-from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.lending.schema import COMPONENT, MIGRATIONS
+from indexer.store.decoder import BlockContext, BlockTx, Decoder
 from indexer.store.schema import Migration
+from indexer.store.writer import Writer
 from protocols.lending import LendingConfig, Loan, LoanAction, StateOutput, classify
 from protocols.lending.actions import allowance_outputs, loan_outputs, state_outputs
 from protocols.lending.contracts import p2nfth_locking
@@ -195,7 +193,7 @@ def median_time_past(times: Iterable[int]) -> int:
     return ordered[len(ordered) // 2]
 
 
-async def block_mtp(conn: aiosqlite.Connection, block: BlockContext) -> int:
+async def block_mtp(conn: Writer, block: BlockContext) -> int:
     rows = await conn.execute_fetchall(
         "SELECT time FROM blocks WHERE height < ? ORDER BY height DESC LIMIT 10", (block.height,)
     )
@@ -212,12 +210,12 @@ def _loan_from_row(r: Any) -> Loan:
     )
 
 
-class LendingDecoder(ConfirmedOnly):
-    """See `indexer.decoders.base.Decoder`. `configs`: the deployments to index (default: the
+class LendingDecoder(Decoder[LendingContext, Row]):
+    """See `indexer.store.decoder.Decoder`. `configs`: the deployments to index (default: the
     mainnet v1 constants)."""
 
     name = COMPONENT
-    sparse = True  # a block without candidates changes nothing here (`Sparse`)
+    sparse = True  # a block without candidates changes nothing here
     migrations: Sequence[Migration] = MIGRATIONS
 
     def __init__(self, configs: Sequence[LendingConfig] | None = None) -> None:
@@ -230,7 +228,7 @@ class LendingDecoder(ConfirmedOnly):
         self.patterns: Sequence[bytes] = tuple(patterns)
         self.owners: dict[bytes, bytes] = {}
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Writer) -> None:
         rows = await conn.execute_fetchall(
             "SELECT borrower_hash FROM lending_loans UNION "
             "SELECT delegate_hash FROM lending_loans WHERE delegate_hash IS NOT NULL"
@@ -238,7 +236,7 @@ class LendingDecoder(ConfirmedOnly):
         self.owners = {p2nfth_locking(bytes(r[0])): bytes(r[0]) for r in rows}
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Writer, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], LendingContext]:
         if not txs:  # most blocks: nothing to decode, so no copy of the owners
             return txs, LendingContext(block.time, {}, set(), {})
@@ -270,9 +268,7 @@ class LendingDecoder(ConfirmedOnly):
     def decode(self, tx: BlockTx, context: LendingContext) -> Sequence[Row]:
         return decode_lending_tx(tx, context, self.configs)
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
-    ) -> None:
+    async def write(self, conn: Writer, block: BlockContext, rows: Sequence[Row]) -> None:
         if not rows:
             return  # no thread hops for a block without lending activity
         h, t = block.height, block.time
@@ -339,7 +335,7 @@ class LendingDecoder(ConfirmedOnly):
             allowance_spends,
         )
 
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
+    async def undo_to(self, conn: Writer, height: int) -> None:
         for table in ("lending_actions", "lending_states"):
             await conn.execute(f"DELETE FROM {table} WHERE height > ?", (height,))
         for table in ("lending_loans", "lending_allowances"):

@@ -9,14 +9,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-import aiosqlite
-
-from indexer.decoders.base import BlockContext, BlockTx
-from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.oracle.schema import COMPONENT, MIGRATIONS
-from indexer.decoders.undo import delete_above
-from indexer.store.db import submit_many
+from indexer.store.decoder import BlockContext, BlockTx, Decoder
 from indexer.store.schema import Migration
+from indexer.store.writer import Writer
 from protocols.oracle import (
     GP_HEAD,
     CheckedMessage,
@@ -93,13 +89,14 @@ def decode_oracle_tx(tx: BlockTx, feeds: FeedTable, block_time: int) -> list[Row
     return rows
 
 
-class OracleDecoder(ConfirmedOnly):
-    """See `indexer.decoders.base.Decoder`. `feeds`: the configured feed table (default: the
+class OracleDecoder(Decoder[int, Row]):
+    """See `indexer.store.decoder.Decoder`. `feeds`: the configured feed table (default: the
     mainnet Delphi feed); its keys are the trusted signers of GP messages."""
 
     name = COMPONENT
-    sparse = True  # a block without candidates changes nothing here (`Sparse`)
+    sparse = True  # a block without candidates changes nothing here
     migrations: Sequence[Migration] = MIGRATIONS
+    undo_tables = ("oracle_updates", "oracle_messages")  # rows carry their height
 
     def __init__(self, feeds: FeedTable | None = None) -> None:
         self.feeds = feeds if feeds is not None else mainnet_feeds()
@@ -108,20 +105,18 @@ class OracleDecoder(ConfirmedOnly):
             GP_HEAD,
         )
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Writer) -> None:
         return None
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Writer, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], int]:
         return txs, block.time
 
     def decode(self, tx: BlockTx, context: int) -> Sequence[Row]:
         return decode_oracle_tx(tx, self.feeds, context)
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
-    ) -> None:
+    async def write(self, conn: Writer, block: BlockContext, rows: Sequence[Row]) -> None:
         h, t = block.height, block.time
         updates, messages = [], []
         for r in rows:
@@ -143,16 +138,12 @@ class OracleDecoder(ConfirmedOnly):
                     )
                 )
         # Queued, not awaited (errors surface before COMMIT); nothing for a block without rows.
-        submit_many(
-            conn,
+        conn.submit_many(
             (
                 ("INSERT INTO oracle_updates VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", updates),
                 ("INSERT INTO oracle_messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", messages),
             ),
         )
-
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
-        await delete_above(conn, height, ("oracle_updates", "oracle_messages"))
 
     def committed(
         self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]

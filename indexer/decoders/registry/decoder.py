@@ -23,18 +23,14 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-import aiosqlite
-
 from bch.block import output0_spends_and_categories, transactions_holding
 from bch.token import PREFIX_TOKEN
 from bch.tx import OutPoint
-from indexer.decoders.base import BlockBytes, BlockContext, BlockTx
 from indexer.decoders.cauldron.decode import decode_order
-from indexer.decoders.confirmed import ConfirmedOnly
 from indexer.decoders.registry.schema import COMPONENT, MIGRATIONS
-from indexer.decoders.undo import delete_above
-from indexer.store.db import submit_many
+from indexer.store.decoder import BlockBytes, BlockContext, BlockTx, Decoder
 from indexer.store.schema import Migration
+from indexer.store.writer import Writer
 from protocols.bcmr import Publication, find_publication, genesis_categories
 
 
@@ -150,12 +146,13 @@ def _holders(block: BlockBytes, spent: list[bytes], chosen: set[int]) -> list[in
     return sorted(chosen)
 
 
-class RegistryDecoder(ConfirmedOnly):
-    """See `indexer.decoders.base.Decoder`."""
+class RegistryDecoder(Decoder[RegistryContext, Row]):
+    """See `indexer.store.decoder.Decoder`."""
 
     name = COMPONENT
-    sparse = True  # a block without candidates changes nothing here (`Sparse`)
+    sparse = True  # a block without candidates changes nothing here
     migrations: Sequence[Migration] = MIGRATIONS
+    undo_tables = ("registry_publications", "registry_links")  # rows carry their height
     patterns: Sequence[bytes] = (b"",)  # the mempool's (never used: confirmed only)
 
     def __init__(self, *, head_search_limit: int = HEAD_SEARCH_LIMIT) -> None:
@@ -217,7 +214,7 @@ class RegistryDecoder(ConfirmedOnly):
         txids = block.txids
         return _holders(block, [txids[i] for i in found], set(found))
 
-    async def load(self, conn: aiosqlite.Connection) -> None:
+    async def load(self, conn: Writer) -> None:
         rows = await conn.execute_fetchall(
             "SELECT l.authbase, l.seq, l.txid FROM registry_links AS l "
             "JOIN (SELECT authbase, max(seq) AS seq FROM registry_links GROUP BY authbase) AS m "
@@ -230,16 +227,14 @@ class RegistryDecoder(ConfirmedOnly):
         self._geneses = {bytes(r[0])[::-1] for r in geneses}
 
     async def prepare(
-        self, conn: aiosqlite.Connection, block: BlockContext, txs: Sequence[BlockTx]
+        self, conn: Writer, block: BlockContext, txs: Sequence[BlockTx]
     ) -> tuple[Sequence[BlockTx], RegistryContext]:
         return decode_order(txs, full=True), RegistryContext(self.heads)
 
     def decode(self, tx: BlockTx, context: RegistryContext) -> Sequence[Row]:
         return decode_registry_tx(tx, context)
 
-    async def write(
-        self, conn: aiosqlite.Connection, block: BlockContext, rows: Sequence[Row]
-    ) -> None:
+    async def write(self, conn: Writer, block: BlockContext, rows: Sequence[Row]) -> None:
         h, t = block.height, block.time
         links, pubs = [], []
         for r in rows:
@@ -254,16 +249,12 @@ class RegistryDecoder(ConfirmedOnly):
                     )
                 )
         # Queued, not awaited (errors surface before COMMIT); nothing for a block without rows.
-        submit_many(
-            conn,
+        conn.submit_many(
             (
                 ("INSERT INTO registry_links VALUES (?,?,?,?,?,?)", links),
                 ("INSERT INTO registry_publications VALUES (?,?,?,?,?,?,?,?,?)", pubs),
             ),
         )
-
-    async def undo_to(self, conn: aiosqlite.Connection, height: int) -> None:
-        await delete_above(conn, height, ("registry_publications", "registry_links"))
 
     def committed(
         self, block: BlockContext, rows: Sequence[Row], evicted: Collection[bytes]

@@ -10,7 +10,7 @@ import textwrap
 from collections import OrderedDict
 from pathlib import Path
 
-from indexer.store.writer import ProcessConnection, Step, _frame
+from indexer.store.writer import Step, Writer, _frame
 
 CHILD = Path(__file__).resolve().parents[3] / "indexer" / "store" / "writer_child.py"
 
@@ -47,13 +47,13 @@ async def test_the_writer_process_stores_what_stock_sqlite3_stores(tmp_path: Pat
         db.executemany(INSERT, ROWS[:3])
         db.execute(INSERT, ROWS[3])
         db.executemany(INSERT, ROWS[4:])
-    conn = await ProcessConnection(tmp_path / "w.sqlite")
+    conn = await Writer(tmp_path / "w.sqlite")
     try:
         await conn.execute(SCHEMA)
-        conn.post([("begin",), ("many", INSERT, ROWS[:3], None, "")])
-        conn.post([("exec", INSERT, ROWS[3]), ("many", INSERT, ROWS[4:], None, "")])
-        await conn.sync()
-        assert await conn.commit_posted() is None
+        conn.submit([("begin",), ("many", INSERT, ROWS[:3], None, "")])
+        conn.submit([("exec", INSERT, ROWS[3]), ("many", INSERT, ROWS[4:], None, "")])
+        await conn.collect()
+        assert await conn.commit_queued() is None
         # Read back through the child too: blobs come back as bytes, NULLs as None.
         back = list(await conn.execute_fetchall("SELECT * FROM t ORDER BY k"))
     finally:
@@ -66,7 +66,7 @@ async def test_the_writer_process_stores_what_stock_sqlite3_stores(tmp_path: Pat
 
 async def test_requests_marshal_cannot_hold_go_as_pickles(tmp_path: Path) -> None:
     """Named parameters in a dict subclass (not marshal's exact types) still reach SQLite."""
-    conn = await ProcessConnection(tmp_path / "w.sqlite")
+    conn = await Writer(tmp_path / "w.sqlite")
     try:
         await conn.execute("CREATE TABLE t (a, b)")
         await conn.execute("INSERT INTO t VALUES (:a, :b)", OrderedDict(a=b"\x00\x01", b=7))
