@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
@@ -93,7 +94,8 @@ async def registry_signature(conn: aiosqlite.Connection) -> tuple[Any, ...]:
 class RegistryTables:
     """The revision of the index's registry tables, for answers read straight from them
     (`/registry/…`): cached per index version *and* this revision, since the fetch job adds
-    copies between blocks."""
+    copies between blocks. A digest of the tables' signature, so processes over the same
+    tables (workers, replicas) agree on it."""
 
     def __init__(self) -> None:
         self.revision = 0
@@ -102,9 +104,13 @@ class RegistryTables:
     async def sync(self, conn: aiosqlite.Connection, tip: IndexVersion) -> None:
         signature = await registry_signature(conn)
         if signature != self._signature:
-            if self._signature is not None:
-                self.revision += 1
-            self._signature = signature
+            self.revision, self._signature = _digest(signature), signature
+
+
+def _digest(content: object) -> int:
+    """A revision derived from the content alone (its repr: plain data), so that processes
+    holding the same entries (workers, replicas) key their answers and ETags alike."""
+    return int.from_bytes(hashlib.blake2b(repr(content).encode(), digest_size=8).digest())
 
 
 def _parse(content: bytes) -> Any:
@@ -166,7 +172,7 @@ class IndexRegistry:
                     if meta.symbol is not None:
                         by_symbol.setdefault(meta.symbol.casefold(), []).append(meta)
                 self._by_id, self._by_symbol = by_id, by_symbol
-                self._revision += 1
+                self._revision = _digest(sorted(by_id.items()))
             self._signature = signature
 
     async def _load(self, conn: aiosqlite.Connection, now: int) -> dict[str, TokenMetadata]:

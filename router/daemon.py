@@ -28,6 +28,7 @@ no thread hand-off, and every request sees one consistent book.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -57,11 +58,18 @@ from router.metrics import RouterMetrics
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.quotes import quote
 from router.subscriptions import Kind, Subscriptions, canonical_params
+from runtime.heap import release_free_heap
 from runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("router.daemon")
 
 MAX_MESSAGE = 1 << 20  # 1 MiB: a 500-input tx.build request is about 110 kB
+# Subscriptions hold kilobytes each (the push body), out of the C heap, which keeps freed memory
+# below live blocks mapped: once this many have ended, garbage is collected and the heap's free
+# pages are given back (`runtime.heap`), TRIM_DELAY seconds after the first, so a burst of
+# closing connections costs one trim. Without it the resident size stays at the peak.
+TRIM_AFTER = 100
+TRIM_DELAY = 1.0
 FRESHNESS_INTERVAL = 0.25  # seconds between two checks of the snapshot's lag
 HeardSource = Callable[[], Heard]
 
@@ -207,6 +215,9 @@ class RouterDaemon:
         self.metrics = RouterMetrics()
         self.started = time.time()
         self._watch_task: asyncio.Task[None] | None = None
+        self._ended = 0  # subscriptions ended since the heap was last trimmed
+        self._trim: asyncio.TimerHandle | None = None
+        self.trims = 0  # heap trims done (for tests)
         self._freshness_task: asyncio.Task[None] | None = None
         self._methods: dict[str, Callable[[_Session, Any], Any]] = {
             "quote": self._quote,
@@ -250,6 +261,9 @@ class RouterDaemon:
             )
 
     async def stop_watching(self) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
+            self._trim = None
         tasks = [t for t in (self._watch_task, self._freshness_task) if t is not None]
         self._watch_task = self._freshness_task = None
         await cancel_and_wait(tasks)
@@ -328,6 +342,7 @@ class RouterDaemon:
         finally:
             self.sessions.pop(ws, None)
             self.subscriptions.remove_all(session.subs)
+            self._ended_subscriptions(len(session.subs))
             await cancel_and_wait([writer])
 
     def health(self) -> dict[str, Any]:
@@ -456,7 +471,22 @@ class RouterDaemon:
             raise not_found(f"no {kind.value} subscription {sub_id!r} on this connection")
         session.subs.discard(sub_id)
         session.outbox.drop(sub_id)
+        self._ended_subscriptions(1)
         return True
+
+    def _ended_subscriptions(self, n: int) -> None:
+        self._ended += n
+        if self._ended >= TRIM_AFTER and self._trim is None:
+            self._trim = asyncio.get_running_loop().call_later(TRIM_DELAY, self._trim_heap)
+
+    def _trim_heap(self) -> None:
+        self._trim, self._ended = None, 0
+        # A closed connection is a reference cycle (connection, protocol, tasks) holding its
+        # buffers, freed only by a full collection, which the frozen book makes rare: collect
+        # it first, or its memory is not free yet when the heap is trimmed.
+        gc.collect()
+        if release_free_heap():
+            self.trims += 1
 
     def _tx_subscribe(self, session: _Session, params: Any) -> Any:
         return self._subscribe(session, Kind.TX, params)

@@ -22,6 +22,7 @@ latest one per subscription (see `daemon.Outbox`), so a slow subscriber never qu
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import logging
 import secrets
@@ -62,7 +63,7 @@ class _Group:
     request: BuildRequest | QuoteRequest
     tokens: frozenset[str]
     members: dict[str, Deliver] = field(default_factory=dict)
-    fingerprint: bytes | None = None  # what "changed" compares: tx bytes, legs, or the error
+    fingerprint: bytes | None = None  # what "changed" compares (`evaluate`)
     body: bytes = b""  # the push's `"result": …` or `"error": …` member, serialized once
     book: PoolBook | None = None  # the book the outcome holds for
     footprints: tuple[HopFootprint, ...] | None = None  # None: route again on any change
@@ -77,6 +78,13 @@ def _quote_of(request: BuildRequest | QuoteRequest) -> QuoteRequest:
 
 
 _UNSTABLE = ("snapshot_version", "index_height")
+ERROR_MARK = b"error:"  # an error's fingerprint starts with it: errors have no footprints
+
+
+def _digest(outcome: bytes) -> bytes:
+    """What a group keeps of an outcome (an order, a transaction, a route, an error) to compare
+    it: 32 bytes instead of kilobytes, ten thousand subscriptions over."""
+    return hashlib.blake2b(outcome, digest_size=32).digest()
 
 
 def evaluate(
@@ -87,23 +95,26 @@ def evaluate(
     trace: list[HopFootprint] | None = None,
 ) -> tuple[bytes, bytes]:
     """(fingerprint, body) of the order on `book`: the body is the push's result or error
-    member as JSON bytes; equal fingerprints mean nothing a client acts on has changed.
-    `trace` collects the footprints of the hops routed."""
+    member as JSON bytes; equal fingerprints (digests of the tx bytes, of the quote without its
+    snapshot fields, or of the error) mean nothing a client acts on has changed. `trace`
+    collects the footprints of the hops routed."""
     try:
         if isinstance(request, BuildRequest):
             result = build(book, request, config, trace=trace)
-            return b"tx:" + result.tx.to_bytes(), wire.result_member(wire.build_bytes(result))
+            return _digest(b"tx:" + result.tx.to_bytes()), wire.result_member(
+                wire.build_bytes(result)
+            )
         q = quote(book, request, config, trace=trace)
         doc = wire.quote_doc(q)
         stable = {k: v for k, v in doc.items() if k not in _UNSTABLE}
-        return b"route:" + wire.canonical(stable), wire.result_member(wire.quote_bytes(q))
+        return _digest(b"route:" + wire.canonical(stable)), wire.result_member(wire.quote_bytes(q))
     except RouterError as exc:
         error = exc
     except Exception:  # a router bug must not kill the subscription loop
         log.exception("re-routing a %s subscription failed", kind.value)
         error = build_failed("internal error while re-routing")
     body = wire.error_member(error)
-    return b"error:" + body, body
+    return ERROR_MARK + _digest(body), body
 
 
 def push_message(kind: Kind, sub_id: str, body: bytes) -> bytes:
@@ -194,7 +205,7 @@ class Subscriptions:
         trace: list[HopFootprint] = []
         fingerprint, body = evaluate(group.kind, group.request, book, self._config, trace)
         group.book = book
-        group.footprints = None if fingerprint.startswith(b"error:") else tuple(trace)
+        group.footprints = None if fingerprint.startswith(ERROR_MARK) else tuple(trace)
         if fingerprint == group.fingerprint:
             return False
         group.fingerprint, group.body = fingerprint, body
@@ -282,5 +293,6 @@ class _Diffs:
 
 
 def canonical_params(params: Any) -> bytes:
-    """Identical orders share one routing: the params as sorted-key JSON."""
-    return wire.canonical(params)
+    """Identical orders share one routing: a digest of the params as sorted-key JSON (the key of
+    their group, held as long as it lives)."""
+    return _digest(wire.canonical(params))

@@ -836,10 +836,6 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
         f"/oracle/feed/closest?token_id={feed}&timestamp={tip - rng.randrange(180 * DAY)}"
         for _ in range(100_000)
     ]
-    # Pages of the v11 action log (newest first), each asked once until the list is used up.
-    offsets = list(range(30_000))
-    rng.shuffle(offsets)
-    pages = [f"/lending/v11/history?offset={o}&limit=50" for o in offsets]
     return [
         ("ceiling: trivial Starlette app", ["/bench/bare"]),
         (
@@ -854,12 +850,52 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("tokens/list_cached", ["/dex/tokens/list_cached"]),
         ("oracle/feed/closest, a new timestamp each request", closest),
         ("lending/history (defaults: the newest 50 v1 actions)", ["/lending/history"]),
-        ("lending/v11/history?offset=<a new page each request>&limit=50", pages),
+        *page_workloads(facts),
         (
             f"registry/token/<c> ({len(facts['registry_tokens'])} tokens in turn)",
             [f"/registry/token/{c}" for c in facts["registry_tokens"]],
         ),
     ]
+
+
+PAGE_OFFSETS = (0, 30_000)
+
+
+def page_workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """Every paginated endpoint near offset 0 and near offset 30,000: each request a page no
+    other request asked for (offset + 0…49 and page size 1…50 in turn), so the answer cache
+    never helps and each page is selected from SQLite (or from the list held in memory)."""
+    big, registry = facts["big_token"], facts["registry_tokens"]
+    needle = "bench"
+    endpoints = [
+        ("dex/tx/latest", "/dex/tx/latest?", 500),
+        ("dex/tx/latest?token=", f"/dex/tx/latest?token={big}&", 500),
+        ("tokenpool/pools", "/tokenpool/pools?", 100_000),
+        ("dex/tokens/list_cached", "/dex/tokens/list_cached?", 1_000),
+        ("dex/tokens/search_cached", f"/dex/tokens/search_cached?q={needle}&", 100),
+        ("dex/tokens/list_by_volume", "/dex/tokens/list_by_volume?", 1_000),
+        (
+            "dex/tokens/search_by_volume",
+            f"/dex/tokens/search_by_volume?search_query={needle}&",
+            100,
+        ),
+        ("lending/v11/history", "/lending/v11/history?", 200),
+        ("lending/history", "/lending/history?", 200),
+        ("lending/v11/loans/active", "/lending/v11/loans/active?", 200),
+        ("lending/loans/active", "/lending/loans/active?", 200),
+    ]
+    assert registry  # the token search finds the registry names ("Bench token <i>")
+    out = []
+    for name, prefix, max_limit in endpoints:
+        for base in PAGE_OFFSETS:
+            pages = [
+                f"{prefix}offset={base + o}&limit={min(max_limit, n)}"
+                for o in range(50)
+                for n in range(1, 51)
+            ]
+            random.Random(base).shuffle(pages)
+            out.append((f"page {name} at offset {base:,}", pages))
+    return out
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

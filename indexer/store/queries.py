@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from indexer.store.listing import Listing, Seek
 from indexer.store.pool_id import parse_pool_id
 from indexer.store.sql import Sql
 
@@ -229,18 +230,35 @@ def _trade(r: Any) -> TradeRow:
     return TradeRow(_hex_id(r[0]), _hex_id(r[1]), r[2], r[3], _hex_id(r[4]), *r[5:])
 
 
+def trades_listing(token: str | None = None) -> Listing:
+    """The trade feed (a token's, or every token's), newest first: by height, then position in
+    the block, then token (a transaction trading two tokens has a row for each)."""
+    columns, descending = ("height", "position", "category"), (True, True, False)
+    if token is None:
+        return Listing("cauldron_trades", columns, descending)
+    return Listing("cauldron_trades", columns, descending, "category = ?", (_blob(token),))
+
+
 async def latest_trades(
-    conn: Sql, limit: int, offset: int = 0, token: str | None = None
+    conn: Sql,
+    limit: int,
+    offset: int = 0,
+    token: str | None = None,
+    start: Seek | None = None,
 ) -> list[TradeRow]:
-    """Newest first (by height, then position in the block)."""
-    where, params = "", list[object]()
-    if token is not None:
-        where = "WHERE t.category = ?"
-        params.append(_blob(token))
+    """The page of `trades_listing(token)` at `offset` (or where `start` puts it). The page's
+    keys come from an index alone (`cauldron_trades_height`, or the token's), then the columns
+    of just those rows."""
+    start = start or Seek("", [], offset)
+    if start.empty:
+        return []
+    listing = trades_listing(token)
     rows = await conn.execute_fetchall(
-        f"SELECT {_TRADE} FROM cauldron_trades t JOIN blocks b ON b.height = t.height {where} "
-        "ORDER BY t.height DESC, t.position DESC, t.category LIMIT ? OFFSET ?",
-        [*params, limit, offset],
+        f"SELECT {_TRADE} FROM (SELECT txid, category FROM cauldron_trades "
+        f"{listing.filtered(start.where)} ORDER BY {listing.order()} LIMIT ? OFFSET ?) AS page "
+        "JOIN cauldron_trades t USING (txid, category) JOIN blocks b ON b.height = t.height "
+        "ORDER BY t.height DESC, t.position DESC, t.category",
+        [*listing.params, *start.params, limit, start.offset],
     )
     return [_trade(r) for r in rows]
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from indexer.store.listing import Listing, Seek
 from indexer.store.sql import Sql
 from protocols.lending import v1, v11
 
@@ -84,9 +85,11 @@ async def active_loans(
         _check_limit(limit, LOANS_MAX)
     if offset < 0:
         raise ValueError("offset cannot be negative")
+    order = "ORDER BY height, position, vout"
+    # The page's keys from the covering `lending_loans_live` alone, then their columns.
     rows = await conn.execute_fetchall(
-        _LOAN + "WHERE version = ? AND spent_height IS NULL ORDER BY height, position, vout "
-        "LIMIT ? OFFSET ?",
+        f"{_LOAN}JOIN (SELECT txid, vout FROM lending_loans WHERE version = ? AND spent_height "
+        f"IS NULL {order} LIMIT ? OFFSET ?) AS page USING (txid, vout) {order}",
         (version, -1 if limit is None else limit, offset),
     )
     return [_loan(r) for r in rows]
@@ -131,32 +134,47 @@ def _action(r: Any) -> ActionOut:
     )  # fmt: skip
 
 
+def history_listing(version: str) -> Listing:
+    """A version's loan actions, newest first: by height, position in the block, then the
+    action's number in its transaction (all descending)."""
+    return Listing(
+        "lending_actions", ("height", "position", "seq"), (True, True, True), "version = ?",
+        (version,),
+    )  # fmt: skip
+
+
 async def history(
     conn: Sql,
     version: str,
     offset: int = 0,
     limit: int = HISTORY_DEFAULT,
     nfths: Sequence[str] | None = None,
+    start: Seek | None = None,
 ) -> list[ActionOut]:
-    """Actions newest first; `nfths`: only these borrower hashes (64-hex each)."""
+    """The page of `history_listing(version)` at `offset` (or where `start` puts it; not
+    with `nfths`); `nfths`: only these borrower hashes (64-hex each)."""
     _check_limit(limit, HISTORY_MAX)
     if offset < 0:
         raise ValueError("offset cannot be negative")
-    params: list[object] = [version]
-    where = "WHERE version = ?"
+    start = start or Seek("", [], offset)
+    if start.empty:
+        return []
+    listing = history_listing(version)
+    params: list[object] = [*listing.params, *start.params]
+    where = listing.filtered(start.where)
     if nfths:
         if len(nfths) > NFTHS_MAX:
             raise ValueError(f"at most {NFTHS_MAX} NFT hashes")
         where += f" AND borrower_hash IN ({','.join('?' * len(nfths))})"
         params += [_hash(h) for h in nfths]
-    order = "ORDER BY height DESC, position DESC, seq DESC"
+    order = f"ORDER BY {listing.order()}"
     # The page's keys first, from the (version, height, position, seq) index alone, then the
     # columns of just those rows: a deep OFFSET skips index entries, not whole table rows.
     sql = (
         f"{_ACTION}JOIN (SELECT txid, seq FROM lending_actions {where} {order} LIMIT ? OFFSET ?)"
         f" AS page USING (txid, seq) {order}"
     )
-    rows = await conn.execute_fetchall(sql, [*params, limit, offset])
+    rows = await conn.execute_fetchall(sql, [*params, limit, start.offset])
     return [_action(r) for r in rows]
 
 

@@ -25,7 +25,9 @@ async def tx_latest(request: Request, args: e.TxLatestArgs) -> Response:
     async def compute(snap: Snapshot) -> Any:
         if token is not None:
             await require_token(ctx, snap, token)
-        rows = await q.latest_trades(snap.conn, limit, offset, token)
+        listing = q.trades_listing(token)
+        start = await ctx.anchors.seek(snap.conn, snap.tip, listing, offset)
+        rows = await q.latest_trades(snap.conn, limit, offset, token, start)
         return [shapes.trade(t) for t in rows]
 
     return await ctx.answer(request, ("tx_latest", limit, offset, token), compute)

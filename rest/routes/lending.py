@@ -126,7 +126,11 @@ async def _history(request: Request, args: e.LendingHistoryArgs, version: str) -
     nfths = e.hex_list(args.nfth)
 
     async def compute(snap: Snapshot) -> Any:
-        rows = await ql.history(snap.conn, version, offset, limit, nfths)
+        start = None
+        if not nfths:  # a borrower's actions are few: their index finds them
+            listing = ql.history_listing(version)
+            start = await ctx.anchors.seek(snap.conn, snap.tip, listing, offset)
+        rows = await ql.history(snap.conn, version, offset, limit, nfths, start)
         return [action(a, version) for a in rows]
 
     return await ctx.answer(request, ("lending_history", version, offset, limit, nfths), compute)

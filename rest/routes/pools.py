@@ -58,7 +58,12 @@ async def pools(request: Request, args: e.PoolsArgs) -> Response:
 
     async def compute(snap: Snapshot) -> Any:
         overlay = await read_overlay(snap.conn, snap.tip)
-        latest = _by_token(overlay.apply(await q.all_active_pools(snap.conn)))
+        held = ctx.pool_listing  # each page of one listing would read and sort every pool
+        if held is not None and held[0] == snap.tip and held[1] == overlay:
+            latest = held[2]
+        else:
+            latest = _by_token(overlay.apply(await q.all_active_pools(snap.conn)))
+            ctx.pool_listing = (snap.tip, overlay, latest)
         page = latest[offset:] if limit is None else latest[offset : offset + limit]
         prefix = await ctx.address_prefix(snap.conn)
         return {"pools": [shapes.pool(p, prefix) for p in page], "total": len(latest)}

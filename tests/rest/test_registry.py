@@ -334,8 +334,9 @@ async def test_a_registry_fetched_between_blocks_shows_up(
             fetcher = RegistryFetcher(conn, FetchConfig(), clock=lambda: clock, fetch=fetch)
             assert await fetcher.run_once() >= 1
             await ctx.watcher.refresh()
-            assert config.registry.revision == revision + 1
-            assert ctx.registry_tables.revision > tables
+            assert config.registry.revision != revision
+            changed = config.registry.revision
+            assert ctx.registry_tables.revision != tables
             want = expected_entry(pworld, hidden, body)
             assert want is not None and want["filemeta"]["actual_hash"] == hidden.bcmr.hash
             assert await get(client, f"/registry/token/{hidden.category}") == want
@@ -346,6 +347,6 @@ async def test_a_registry_fetched_between_blocks_shows_up(
             clock += 10 * DAY
             assert await fetcher.run_once() >= 1
             await ctx.watcher.refresh()
-            assert config.registry.revision == revision + 1
+            assert config.registry.revision == changed
         finally:
             await conn.close()

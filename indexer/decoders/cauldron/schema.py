@@ -352,4 +352,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             ON cauldron_events(category) WHERE kind = 'withdraw';
         """,
     ),
+    Migration(
+        COMPONENT,
+        6,
+        "trades by height in the feed's order",
+        """
+        -- The trade feed (newest first: height, position descending, then token ascending)
+        -- read in this index's own order: a page's keys are read from it with no sort, and a
+        -- deep page seeks to its anchor (rest.pages). Same name and leading columns, so the
+        -- undo of a reorg (height > ?) still finds its rows through it.
+        DROP INDEX IF EXISTS cauldron_trades_height;
+        CREATE INDEX cauldron_trades_height
+            ON cauldron_trades(height DESC, position DESC, category);
+        """,
+    ),
 )

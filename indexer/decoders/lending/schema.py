@@ -207,4 +207,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP TABLE lending_fix_pairs;
         """,
     ),
+    Migration(
+        COMPONENT,
+        3,
+        "covering index of the live loans",
+        """
+        -- A page of live loans takes its keys from this index alone: with spent_height in it
+        -- the index covers its own condition, so the rows a deep offset skips are index
+        -- entries, not table lookups. Same name and leading columns as before.
+        DROP INDEX IF EXISTS lending_loans_live;
+        CREATE INDEX lending_loans_live
+            ON lending_loans(version, height, position, vout, spent_height)
+            WHERE spent_height IS NULL;
+        """,
+    ),
 )

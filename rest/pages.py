@@ -1,0 +1,126 @@
+"""Deep pages of the chain-ordered listings without skipping rows: anchors every `STRIDE` rows.
+
+`LIMIT ? OFFSET ?` makes SQLite step over every skipped row, so a page at offset 30,000 costs
+30,000 index steps. The listings paged by offset (the trade feed, the lending action logs) are
+in chain order, newest first, and between blocks they only grow at their newest end: a row's
+distance from the *oldest* end (its rank) never changes while the chain only extends. So every
+`STRIDE`-th rank's key (its `height`, `position` … columns) is remembered per listing, and a
+page at offset o starts at the anchor at or just above it (rank ⌈(N−1−o)/STRIDE⌉·STRIDE): the
+query seeks to the anchor's key through the listing's index and skips fewer than `STRIDE`
+rows. The rows, their order and the page boundaries are those of the plain OFFSET query.
+
+Anchors are kept per process, per listing (and filter), at the index version they were
+computed for: a new block extends them from the last anchor (the new rows only); a reorg (the
+anchors' tip is no longer in the chain) drops them, and they are built again on demand.
+A listing is anchored only once a page beyond the first `STRIDE` rows is asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import aiosqlite
+
+from indexer.store.listing import Key, Listing, Seek
+from rest.db import IndexVersion
+
+STRIDE = 512  # rows between anchors: the most a page skips
+MAX_LISTINGS = 256  # anchored listings kept (a filtered listing per token, say)
+
+
+@dataclass(slots=True)
+class _Anchors:
+    tip: IndexVersion | None = None  # the version computed for (None: not yet)
+    keys: list[Key] = field(default_factory=list)  # [j]: the row of rank j·STRIDE (0: oldest)
+    count: int = 0  # rows in the listing
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Anchors:
+    """The anchors of every listing this process has paged deeply."""
+
+    def __init__(self, stride: int = STRIDE, capacity: int = MAX_LISTINGS) -> None:
+        self.stride = stride
+        self.capacity = capacity
+        self._by_listing: OrderedDict[Listing, _Anchors] = OrderedDict()
+
+    async def seek(
+        self, conn: aiosqlite.Connection, tip: IndexVersion, listing: Listing, offset: int
+    ) -> Seek:
+        """Where the page at `offset` (newest first) starts, read in the snapshot `conn`
+        holds at `tip`."""
+        if offset < self.stride:
+            return Seek("", [], offset)
+        anchors = await self._at(conn, tip, listing)
+        rank = anchors.count - 1 - offset  # the page's first row, counted from the oldest
+        if rank < 0:
+            return Seek("", [], 0, empty=True)
+        j = -(-rank // self.stride)
+        if j >= len(anchors.keys):
+            return Seek("", [], offset)  # among the newest rows, past the last anchor
+        where = listing.from_key(newest_first=True)
+        return Seek(where, listing.bind(anchors.keys[j]), j * self.stride - rank)
+
+    async def _at(
+        self, conn: aiosqlite.Connection, tip: IndexVersion, listing: Listing
+    ) -> _Anchors:
+        anchors = self._by_listing.get(listing)
+        if anchors is None:
+            anchors = self._by_listing[listing] = _Anchors()
+            while len(self._by_listing) > self.capacity:
+                self._by_listing.popitem(last=False)
+        self._by_listing.move_to_end(listing)
+        async with anchors.lock:
+            if anchors.tip == tip:
+                return anchors
+            # Computed on a chain this snapshot does not extend (a reorg, or a snapshot older
+            # than the anchors): start over.
+            if anchors.tip is not None and not await _extends(conn, anchors.tip):
+                anchors.keys, anchors.count = [], 0
+            await self._extend(conn, listing, anchors)
+            anchors.tip = tip
+            return anchors
+
+    async def _extend(self, conn: aiosqlite.Connection, listing: Listing, a: _Anchors) -> None:
+        """Anchors for the rows added since `a` was computed, and the new count."""
+        cols = ", ".join(listing.columns)
+        oldest_first = listing.order(newest_first=False)
+        if not a.keys:
+            row = await _first(
+                conn,
+                f"SELECT {cols} FROM {listing.table} {listing.filtered()} "
+                f"ORDER BY {oldest_first} LIMIT 1",
+                listing.params,
+            )
+            if row is None:
+                return
+            a.keys.append(row)
+        after = listing.from_key(newest_first=False)
+        step = (
+            f"SELECT {cols} FROM {listing.table} {listing.filtered(after)} "
+            f"ORDER BY {oldest_first} LIMIT 1 OFFSET {self.stride}"
+        )
+        while row := await _first(conn, step, [*listing.params, *listing.bind(a.keys[-1])]):
+            a.keys.append(row)
+        tail = await _first(
+            conn,
+            f"SELECT count(*) FROM {listing.table} {listing.filtered(after)}",
+            [*listing.params, *listing.bind(a.keys[-1])],
+        )
+        assert tail is not None
+        a.count = (len(a.keys) - 1) * self.stride + int(str(tail[0]))
+
+
+async def _first(conn: aiosqlite.Connection, sql: str, params: Sequence[object]) -> Key | None:
+    async with conn.execute(sql, params) as cursor:
+        row = await cursor.fetchone()
+    return None if row is None else tuple(row)
+
+
+async def _extends(conn: aiosqlite.Connection, old: IndexVersion) -> bool:
+    """Is the chain the anchors were computed on still below the snapshot's tip?"""
+    row = await _first(conn, "SELECT hash FROM blocks WHERE height = ?", (old.height,))
+    return row is not None and isinstance(row[0], bytes) and row[0].hex() == old.hash
