@@ -44,9 +44,11 @@ from broadcast.spent import (
 )
 from broadcast.status import Status
 from broadcast.verdicts import Reason, node_message
+from indexer.bitcoind import BitcoindClient, RpcAddress
 from indexer.electrum import ServerAddress
-from indexer.freshness import lag_of
+from indexer.freshness import lag_of, merged
 from indexer.tipwatch import TipWatch
+from indexer.tipwatch_node import NodeTipWatch
 from runtime.tasks import cancel_and_wait
 from verify.libauth import AsyncLibauthVerifier
 
@@ -96,6 +98,13 @@ class BroadcastService:
         self.tips = TipWatch(
             [n.url for n in config.nodes if not n.is_bitcoind], client_name=CLIENT_NAME
         )
+        # A BCHN node has no header subscription: its tip is asked every second.
+        self.node_tips = [
+            NodeTipWatch(
+                BitcoindClient(RpcAddress.parse(t.config.url, cookie=t.config.cookie or None))
+            )
+            for t in self.bitcoind
+        ]
         self.started = clock()
         self.source: SpentOutputSource = spent_source or nodes
         self.view: ChainView = nodes if spent_source is None else SourcedView(spent_source, nodes)
@@ -118,6 +127,8 @@ class BroadcastService:
             clock=self.clock,
         )
         await self.tips.start()
+        for watch in self.node_tips:
+            await watch.start()
         loop = asyncio.get_running_loop()
         self._rechecker = loop.create_task(self._recheck_loop())
         # Connect to every node now, so that the first broadcast does not pay for handshakes.
@@ -135,6 +146,8 @@ class BroadcastService:
         for target in self.targets:
             await target.close()
         await self.tips.close()
+        for watch in self.node_tips:
+            await watch.close()
         if self._own_verifier and self.verifier is not None:
             await self.verifier.close()
 
@@ -149,20 +162,23 @@ class BroadcastService:
         """`GET /health` (docs/broadcast.md): `ok` while every node's tip is heard, `degraded`
         while some are not, `unavailable` while none is; the best tip heard of and each node's
         connection and lag behind it."""
-        heard = self.tips.heard()
+        heard = merged([self.tips.heard(), *(w.heard() for w in self.node_tips)])
         lag = lag_of(None, heard, self.clock())
         best = lag.best_height
-        nodes = []
-        for link in self.links:
-            height = self.tips.server_heights.get(ServerAddress.parse(link.config.url))
-            nodes.append(
-                {
-                    "name": link.name,
-                    "connected": height is not None,
-                    "height": height,
-                    "lag_blocks": None if height is None or best is None else max(0, best - height),
-                }
-            )
+        heights = [
+            *(self.tips.server_heights.get(ServerAddress.parse(t.config.url)) for t in self.links),
+            *(w.server_heights.get(w.node) for w in self.node_tips),
+        ]
+        names = [t.name for t in self.links] + [t.name for t in self.bitcoind]
+        nodes = [
+            {
+                "name": name,
+                "connected": height is not None,
+                "height": height,
+                "lag_blocks": None if height is None or best is None else max(0, best - height),
+            }
+            for name, height in zip(names, heights, strict=True)
+        ]
         connected = sum(1 for n in nodes if n["connected"])
         status = "ok" if connected == len(nodes) else "degraded" if connected else "unavailable"
         return {

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 from bch.wallet import Wallet
 from devnet.bcmr_http import DocumentServer
 from protocols.ledger import Ledger
-from runtime.logs import add_log_options, configure_logging
+from runtime.command import run_daemon, usage_error
+from runtime.logs import add_log_options
 from runtime.supervise import ready_line
-from runtime.usage import EXIT_FAILURE, EXIT_USAGE
+from runtime.usage import EXIT_FAILURE
 from verify.libauth import AsyncLibauthVerifier
 
 if TYPE_CHECKING:
@@ -451,17 +452,13 @@ def add_commands(subparsers: Any) -> None:
 
 
 def cmd_devnet(args: argparse.Namespace) -> int:
-    try:
-        config = launch_config_from_args(args)
-    except ValueError as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    configure_logging(args.log_format, args.log_level.upper())
-    try:
-        return asyncio.run(serve_devnet(config))
-    except ValueError as exc:  # an option's value the scenario refuses (e.g. --tokens 3)
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as exc:
+    return run_daemon(args, launch_config_from_args, serve_devnet, _devnet_failed)
+
+
+def _devnet_failed(exc: Exception) -> int:
+    if isinstance(exc, ValueError):  # an option's value the scenario refuses (e.g. --tokens 3)
+        return usage_error(exc)
+    if isinstance(exc, OSError):
         print(f"ladle: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    raise exc

@@ -37,8 +37,9 @@ from indexer.service import DEFAULT_DB, DEFAULT_ELECTRUM, IndexerConfig, run_ind
 from protocols.bcmr import DEFAULT_IPFS_GATEWAY
 from protocols.lending.contracts import LendingConfig
 from protocols.oracle import mainnet_feeds
-from runtime.logs import add_log_options, configure_logging, fields
-from runtime.usage import EXIT_FAILURE, EXIT_USAGE
+from runtime.command import run_daemon
+from runtime.logs import add_log_options, fields
+from runtime.usage import EXIT_FAILURE
 
 log = logging.getLogger("indexer")
 
@@ -206,17 +207,12 @@ async def _serve(config: IndexerConfig) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    configure_logging(args.log_format, args.log_level.upper())
-    try:
-        return asyncio.run(_serve(config))
-    except Exception:
-        log.exception("the indexer failed", extra=fields(event="failed"))
-        return EXIT_FAILURE
+    return run_daemon(args, config_from_args, _serve, _index_failed)
+
+
+def _index_failed(exc: Exception) -> int:
+    log.exception("the indexer failed", exc_info=exc, extra=fields(event="failed"))
+    return EXIT_FAILURE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ the indexer, the router, the REST workers and the broadcaster report lag the sam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,21 @@ class Heard:
 
 
 NOTHING_HEARD = Heard({}, 0, 0, None)
+
+
+def merged(heards: Sequence[Heard]) -> Heard:
+    """What several watches heard, as one (e.g. Electrum servers and BCHN nodes side by side):
+    every tip, the earliest hearing of a height winning; servers and connections added; offline
+    only while none is connected, since the last of them went away."""
+    tips: dict[int, tuple[str, int, float]] = {}
+    for heard in heards:
+        for height, tip in heard.tips.items():
+            if height not in tips or tip[2] < tips[height][2]:
+                tips[height] = tip
+    connected = sum(h.connected for h in heards)
+    offline = [h.offline_since for h in heards if h.offline_since is not None]
+    offline_since = max(offline) if offline and not connected else None
+    return Heard(tips, sum(h.servers for h in heards), connected, offline_since)
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,6 +223,9 @@ class Plan:
         argv += ["--port", str(_port(first, "broadcast", c.broadcast_port))]
         for entry in ready["electrum"]:
             argv += ["--node", str(entry["tcp"])]
+        bitcoind = ready.get("bitcoind")
+        if isinstance(bitcoind, dict):  # a real node: its own verdicts and dry runs
+            argv += ["--bitcoind-rpc", str(bitcoind["rpc"])]
         argv += ["--db", c.broadcast_db]
         if c.devnet.no_verify:
             argv.append("--no-verify")
@@ -260,7 +263,7 @@ class Plan:
             ],
             "broadcast": lambda: [
                 f"broadcast: {ready['broadcast']}  (POST /broadcast, GET /broadcast/status/"
-                f"<txid>; fans out to {len(ready['electrum'])} node(s))"
+                f"<txid>; fans out to {_broadcast_targets(ready)} node(s))"
             ],
         }
         lines: list[str] = []
@@ -282,6 +285,10 @@ def _port(first: Ready | None, key: str, configured: int) -> int:
 def _prefix(ready: Ready) -> str:
     """The devnet's CashAddr prefix: `bchreg` on a real regtest node."""
     return address_prefix("bitcoind" in ready)
+
+
+def _broadcast_targets(ready: Ready) -> int:
+    return len(ready["electrum"]) + ("bitcoind" in ready)
 
 
 def _fee_wif(ready: Ready) -> list[str]:

@@ -40,6 +40,14 @@ _SIGNATURE = (
     "(SELECT group_concat(source || ':' || coalesce(hex(actual_hash), ''), ',') "
     " FROM registry_offchain)"
 )
+# What the registry answers are made of, in key order, for the revision's digest: the copies
+# (by their hash), the publications and the off-chain lists. The fetch log is left out: replicas
+# that fetched the same copies a different number of times answer alike.
+_CONTENT_SIGNATURE = (
+    "SELECT 'd', hex(txid), hex(authbase), hex(actual_hash) FROM registry_documents "
+    "UNION ALL SELECT 'p', count(*), '', '' FROM registry_publications "
+    "UNION ALL SELECT 'o', source, coalesce(hex(actual_hash), ''), '' FROM registry_offchain"
+)
 # Every stored copy with its publication, oldest link first per token (the newest one wins);
 # the bytes are read only for copies not parsed yet.
 _DOCUMENTS = (
@@ -94,17 +102,19 @@ async def registry_signature(conn: aiosqlite.Connection) -> tuple[Any, ...]:
 class RegistryTables:
     """The revision of the index's registry tables, for answers read straight from them
     (`/registry/…`): cached per index version *and* this revision, since the fetch job adds
-    copies between blocks. A digest of the tables' signature, so processes over the same
-    tables (workers, replicas) agree on it."""
+    copies between blocks. A digest of what the answers are made of, so processes over the
+    same content (workers, replicas) agree on it."""
 
     def __init__(self) -> None:
         self.revision = 0
         self._signature: tuple[Any, ...] | None = None
 
     async def sync(self, conn: aiosqlite.Connection, tip: IndexVersion) -> None:
+        # The cheap signature says when to look again; the digest is of the content itself.
         signature = await registry_signature(conn)
         if signature != self._signature:
-            self.revision, self._signature = _digest(signature), signature
+            content = sorted(tuple(row) for row in await conn.execute_fetchall(_CONTENT_SIGNATURE))
+            self.revision, self._signature = _digest(content), signature
 
 
 def _digest(content: object) -> int:

@@ -15,7 +15,6 @@ SIGINT/SIGTERM (exit 0). Logs go to stderr.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
@@ -37,8 +36,8 @@ from router.params import (
 from router.pools import PoolBook, PoolsFileError, load_pools
 from router.quotes import quote
 from router.service import RouterServiceConfig, serve_router
-from runtime.logs import configure_logging
-from runtime.usage import EXIT_USAGE, UsageError, reporting_usage
+from runtime.command import run_daemon
+from runtime.usage import UsageError, reporting_usage
 
 EXIT_ROUTING = 1
 
@@ -212,17 +211,12 @@ def config_from_args(args: argparse.Namespace) -> RouterServiceConfig:
 
 def cmd_router(args: argparse.Namespace) -> int:
     """Serve the router over a live index of `--electrum` (database `--db`)."""
-    try:
-        config = config_from_args(args)
-    except ValueError as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    configure_logging(args.log_format, args.log_level.upper())
-    try:
-        return asyncio.run(serve_router(config))
-    except Exception as exc:
-        print(f"ladle: router failed: {exc}", file=sys.stderr)
-        return EXIT_ROUTING
+    return run_daemon(args, config_from_args, serve_router, _router_failed)
+
+
+def _router_failed(exc: Exception) -> int:
+    print(f"ladle: router failed: {exc}", file=sys.stderr)
+    return EXIT_ROUTING
 
 
 def add_router_command(subparsers: Any) -> None:

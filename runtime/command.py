@@ -1,6 +1,8 @@
-"""The body of a standalone HTTP service command (`ladle rest`, `ladle broadcast`): options to a
-configuration (a bad one is one line on stderr and exit status 2), then serve until a signal
-(a port that cannot be bound is exit status 1; SIGINT/SIGTERM is a clean 0)."""
+"""The body of a standalone command: options to a configuration (a bad one is one line on stderr
+and exit status 2), logging as asked, then run until a signal. `run_service` is an HTTP service
+(`ladle rest`, `ladle broadcast`: a port that cannot be bound is exit status 1; SIGINT/SIGTERM
+is a clean 0); `run_daemon` one whose main coroutine returns its own exit status (`ladle
+devnet`, `ladle index`, `ladle router`)."""
 
 from __future__ import annotations
 
@@ -23,12 +25,9 @@ def run_service(
 ) -> int:
     """`config_from_args` raises ValueError (or OSError for an unreadable file) naming the
     problem; `serve(config, args.host, args.port)` serves until SIGINT/SIGTERM."""
-    try:
-        config = config_from_args(args)
-    except (ValueError, OSError) as exc:
-        print(f"ladle: error: {exc}", file=sys.stderr)
+    config = _configured(args, config_from_args)
+    if config is None:
         return EXIT_USAGE
-    configure_logging(args.log_format, args.log_level.upper())
     try:
         asyncio.run(serve(config, args.host, args.port))
     except OSError as exc:
@@ -37,3 +36,40 @@ def run_service(
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def run_daemon(
+    args: argparse.Namespace,
+    config_from_args: Callable[[argparse.Namespace], ConfigT],
+    main: Callable[[ConfigT], Coroutine[Any, Any, int]],
+    failed: Callable[[Exception], int],
+) -> int:
+    """`main(config)` runs until a signal and returns the exit status; an exception escaping it
+    is reported by `failed`, which returns the status (each command words its own failure)."""
+    config = _configured(args, config_from_args)
+    if config is None:
+        return EXIT_USAGE
+    try:
+        return asyncio.run(main(config))
+    except Exception as exc:
+        return failed(exc)
+
+
+def usage_error(exc: Exception) -> int:
+    """One line on stderr, exit status 2: an option's value refused once running started."""
+    print(f"ladle: error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _configured(
+    args: argparse.Namespace, config_from_args: Callable[[argparse.Namespace], ConfigT]
+) -> ConfigT | None:
+    """The configuration, logging set up as the options ask; None (after one line on stderr)
+    when an option is refused."""
+    try:
+        config = config_from_args(args)
+    except (ValueError, OSError) as exc:
+        usage_error(exc)
+        return None
+    configure_logging(args.log_format, args.log_level.upper())
+    return config

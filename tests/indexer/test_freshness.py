@@ -9,7 +9,7 @@ from pathlib import Path
 import aiosqlite
 
 from indexer.electrum import HeaderNotice, ServerAddress
-from indexer.freshness import Bound, Heard, lag_of
+from indexer.freshness import Bound, Heard, lag_of, merged
 from indexer.index import open_store
 from indexer.store.heard import DEAD_AFTER, read_heard, write_heard
 from indexer.tipwatch import TipWatch
@@ -45,6 +45,20 @@ def test_nothing_ever_heard_is_stale_once_the_servers_are_away_long_enough() -> 
     lag = lag_of(None, Heard({}, 1, 0, 100.0), now=200.0)
     assert lag.best_height is None and lag.lag_seconds == 100.0 and Bound().stale(lag)
     assert Bound().stale(lag_of(5, Heard({}, 1, 1, None), now=1.0))  # connected, unknown tip
+
+
+def test_watches_side_by_side_count_as_one() -> None:
+    electrum = Heard({10: ("aa" * 32, 1, 50.0), 11: ("bb" * 32, 2, 80.0)}, 2, 0, 90.0)
+    node = Heard({11: ("cc" * 32, 2, 70.0)}, 1, 1, None)
+    both = merged([electrum, node])
+    # The earlier hearing of a height wins; servers and connections add up; one connected
+    # watch means the whole is online.
+    assert both.tips == {10: ("aa" * 32, 1, 50.0), 11: ("cc" * 32, 2, 70.0)}
+    assert (both.servers, both.connected, both.offline_since) == (3, 1, None)
+    # With none connected, offline since the last of them went away.
+    down = merged([electrum, Heard({}, 1, 0, 120.0)])
+    assert (down.connected, down.offline_since) == (0, 120.0)
+    assert merged([]) == Heard({}, 0, 0, None)
 
 
 async def test_the_tips_heard_round_trip_through_the_index(tmp_path: Path) -> None:

@@ -144,6 +144,18 @@ async def test_node_only_service_with_a_cookie_file_follows_the_confirmation(
         record = await service.status(tx.txid_hex)
         assert record["block_height"] == nodes.bitcoind.rpc("getblockcount")
         assert record["confirmations"] == 1
+        # /health: the node's tip, asked of it (a node has no header subscription).
+        tip = nodes.bitcoind.rpc("getblockcount")
+        health = service.health()
+        for _ in range(50):
+            if health["best_height"] == tip:
+                break
+            await asyncio.sleep(0.1)
+            health = service.health()
+        assert (health["status"], health["connected"], health["best_height"]) == ("ok", 1, tip)
+        assert health["nodes"] == [
+            {"name": target.name, "connected": True, "height": tip, "lag_blocks": 0}
+        ]
         greedy = pay(CAROL, coins[5], DAVE, fee=500_000)
         response = await post(service, {"tx": greedy.hex(), "protection": {"max_fee_per_byte": 10}})
         assert response.json()["error"]["code"] == "PROTECTION_REJECTED", response.text

@@ -292,6 +292,17 @@ def test_kill_9_of_ladle_leaves_no_node_running(binaries: Binaries) -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _wait_health(api: httpx.Client, *, nodes: int, timeout: float = 20.0) -> Any:
+    """The broadcast API's /health once all `nodes` are connected (their tips are heard)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health = _get(api, "/health")
+        if len(health["nodes"]) == nodes and health["connected"] == nodes:
+            return health
+        assert time.monotonic() < deadline, health
+        time.sleep(0.2)
+
+
 def _get(api: httpx.Client, path: str, **params: Any) -> Any:
     r = api.get(path, params=params)
     assert r.status_code == 200, (path, r.text)
@@ -348,6 +359,10 @@ def test_up_on_a_real_node_serves_the_ledger(binaries: Binaries) -> None:
             assert sorted(x["txid"] for x in history) == sorted(
                 e["txid"] for e in records if e.get("version") == "v11" and e["height"] is not None
             )
+        # The broadcast API fans out to Fulcrum and to the node itself (its own verdicts).
+        with httpx.Client(base_url=ready["broadcast"], timeout=30) as broadcast:
+            health = _wait_health(broadcast, nodes=2)
+            assert health["best_height"] == rpc_of(ready).call("getblockcount")
         assert running.stop(signal.SIGINT) == 0
         assert children_in(root) == []
     finally:
