@@ -28,6 +28,7 @@ from broadcast.config import (
 from broadcast.service import BroadcastService
 from runtime.command import run_service
 from runtime.logs import add_log_options
+from runtime.priority import add_nice_option, check_nice
 from runtime.serve import RunningServer, serve_until_signal, start_app
 
 
@@ -103,6 +104,7 @@ def add_commands(subparsers: Any) -> None:
     parser.add_argument(
         "--no-verify", action="store_true", help="do not check scripts with libauth in dry runs"
     )
+    add_nice_option(parser)
     add_log_options(parser)
     parser.set_defaults(func=cmd_broadcast)
 
@@ -110,6 +112,7 @@ def add_commands(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> BroadcastConfig:
     """ValueError names what is wrong."""
     options: dict[str, Any] = {}
+    check_nice(args.nice)
     if args.db is not None:
         options["db_path"] = args.db
     if args.record_ttl is not None:

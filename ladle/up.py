@@ -9,6 +9,10 @@ anything starts), then runs the standalone commands as child processes (`runtime
        ladle rest       --workers N processes reading that database (SQLite WAL readers)
        ladle broadcast  in front of every devnet node
 
+The data API and broadcast run at niceness `--http-nice` (default 10): a flood of HTTP requests
+then takes only the CPU the router leaves idle, and swaps keep their latency
+(`runtime.priority`, docs/benchmarks.md).
+
 Each child announces its ready object on stdout; once every one is ready, `ladle up` prints
 the children's lines for people, then exactly one machine-readable line
 
@@ -61,10 +65,13 @@ from rest.config import DEFAULT_PORT as REST_PORT
 from router.params import DEFAULT_PORT as ROUTER_PORT
 from runtime.argv import options_argv
 from runtime.logs import add_log_options, configure_logging
+from runtime.priority import MAX_NICE, check_nice
 from runtime.supervise import Child, ChildFailedError, Supervisor, ready_line
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 Ready = Mapping[str, Any]
+
+DEFAULT_HTTP_NICE = 10
 
 
 def add_commands(subparsers: Any) -> None:
@@ -101,6 +108,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="data API worker processes (default: the number of cores)",
     )
+    parser.add_argument(
+        "--http-nice",
+        type=int,
+        default=DEFAULT_HTTP_NICE,
+        metavar="N",
+        help=f"scheduling niceness of the data API workers and broadcast, 0 to {MAX_NICE} "
+        f"(default {DEFAULT_HTTP_NICE}): the router and indexer, at 0, get the CPU first",
+    )
     add_registry_arguments(parser)
     add_up_options(parser)
     add_log_options(parser)
@@ -121,6 +136,7 @@ class UpConfig:
     rest_port: int
     broadcast_port: int
     rest_workers: int
+    http_nice: int
     registry_argv: tuple[str, ...]  # --registry-source …, --no-registry-fetch
     ipfs_gateway: str | None
     broadcast_db: str
@@ -150,6 +166,7 @@ class UpConfig:
             rest_port=port(args.rest_port, REST_PORT, "--rest-port"),
             broadcast_port=port(args.broadcast_port, BROADCAST_PORT, "--broadcast-port"),
             rest_workers=workers,
+            http_nice=check_nice(args.http_nice, "--http-nice"),
             registry_argv=tuple(registry),
             ipfs_gateway=args.ipfs_gateway,
             broadcast_db=args.broadcast_db or ":memory:",
@@ -209,6 +226,7 @@ class Plan:
     def rest_argv(self, ready: Ready, first: Ready | None) -> list[str]:
         c = self.config
         argv = ["rest", "--db", self.db, "--workers", str(c.rest_workers)]
+        argv += ["--nice", str(c.http_nice)]
         argv += ["--host", c.devnet.host, "--port", str(_port(first, "rest", c.rest_port))]
         argv += ["--electrum", *(str(e["tcp"]) for e in ready["electrum"])]
         argv += ["--explorer-env", str(self.explorer_env), "--network-label", "devnet"]
@@ -219,7 +237,7 @@ class Plan:
 
     def broadcast_argv(self, ready: Ready, first: Ready | None) -> list[str]:
         c = self.config
-        argv = ["broadcast", "--host", c.devnet.host]
+        argv = ["broadcast", "--host", c.devnet.host, "--nice", str(c.http_nice)]
         argv += ["--port", str(_port(first, "broadcast", c.broadcast_port))]
         for entry in ready["electrum"]:
             argv += ["--node", str(entry["tcp"])]

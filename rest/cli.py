@@ -1,12 +1,14 @@
 """`ladle rest`: serve the data API over an index database.
 
-    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--workers N] [--rate-limit N]
+    ladle rest [--db PATH] [--port 8000] [--host 127.0.0.1] [--workers N] [--nice N]
+               [--rate-limit N]
                [--usd-feed HEX] [--electrum URL …] [--router-url WS] [--broadcast-url URL]
                [--electrum-ws WS] [--network-label NAME] [--explorer-env FILE]
                [--log-format auto|json|text] [--log-level LEVEL]
 
 `--workers N` processes share the listening socket (each an SQLite reader of the one index; a
-dead worker is restarted). Once every worker accepts connections, one JSON line goes to stdout:
+dead worker is restarted); `--nice N` runs them at a lower scheduling priority
+(`runtime.priority`). Once every worker accepts connections, one JSON line goes to stdout:
 `{"rest": "http://host:port", "db": PATH, "workers": N}`. Registered on the `ladle` command by
 `add_commands(subparsers)`.
 """
@@ -28,6 +30,7 @@ from rest.chain_tip import electrum_tip
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
 from runtime.logs import add_log_options, configure_logging
+from runtime.priority import add_nice_option, check_nice, set_nice
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 from runtime.workers import serve_workers
 
@@ -47,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="worker processes sharing the port (default 1; a dead one is restarted)",
     )
+    add_nice_option(parser)
     parser.add_argument(
         "--rate-limit",
         type=int,
@@ -146,6 +150,7 @@ def config_from_args(args: argparse.Namespace) -> RestConfig:
         raise ValueError(f"--broadcast-url: an http:// or https:// URL, got {url}")
     if args.workers < 1:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
+    check_nice(args.nice)
     for server in args.electrum or ():
         ServerAddress.parse(server)  # ValueError naming the problem
     return RestConfig(
@@ -199,6 +204,7 @@ def cmd_rest(args: argparse.Namespace) -> int:
         print(f"ladle: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     configure_logging(args.log_format, args.log_level.upper())
+    set_nice(args.nice)  # before the workers start: they inherit it
     try:
         return serve_workers(
             app_from_args,

@@ -1,7 +1,7 @@
 """The body of a standalone command: options to a configuration (a bad one is one line on stderr
 and exit status 2), logging as asked, then run until a signal. `run_service` is an HTTP service
 (`ladle rest`, `ladle broadcast`: a port that cannot be bound is exit status 1; SIGINT/SIGTERM
-is a clean 0); `run_daemon` one whose main coroutine returns its own exit status (`ladle
+is a clean 0; it runs at the niceness of its `--nice` option, `runtime.priority`); `run_daemon` one whose main coroutine returns its own exit status (`ladle
 devnet`, `ladle index`, `ladle router`)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from runtime.logs import configure_logging
+from runtime.priority import set_nice
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE
 
 ConfigT = TypeVar("ConfigT")
@@ -24,10 +25,12 @@ def run_service(
     serve: Callable[[ConfigT, str, int], Coroutine[Any, Any, None]],
 ) -> int:
     """`config_from_args` raises ValueError (or OSError for an unreadable file) naming the
-    problem; `serve(config, args.host, args.port)` serves until SIGINT/SIGTERM."""
+    problem (an `args.nice` out of range among them); `serve(config, args.host, args.port)`
+    serves until SIGINT/SIGTERM."""
     config = _configured(args, config_from_args)
     if config is None:
         return EXIT_USAGE
+    set_nice(args.nice)
     try:
         asyncio.run(serve(config, args.host, args.port))
     except OSError as exc:

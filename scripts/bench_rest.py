@@ -584,11 +584,11 @@ def index_facts(path: Path) -> dict[str, Any]:
 # --- the servers ----------------------------------------------------------------------------------
 
 
-def serve_main(db: str, cache: bool, tip_time: int) -> None:
-    """`--serve`: one server process; prints its port once listening. Its clock starts at
-    the index tip's time, so "the last 30 days" means the index's last 30 days however old
-    the cached index is."""
-    import uvicorn
+def bench_app(arg: tuple[str, bool, int]) -> Any:
+    """The app of one server worker: `ladle rest`'s production app (rate limit off, answer cache
+    on or off) behind `/bench/bare` and `/bench/blob/<n>`. Its clock starts at the index tip's
+    time (`arg`: database, cache, tip time), so "the last 30 days" means the index's last 30
+    days however old the cached index is."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import PlainTextResponse, Response
@@ -597,7 +597,8 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
 
     from rest.app import create_app
     from rest.config import RestConfig
-    from runtime.serve import bind
+
+    db, cache, tip_time = arg
 
     async def bare_endpoint(request: Request) -> Response:
         return PlainTextResponse("ok")
@@ -631,16 +632,28 @@ def serve_main(db: str, cache: bool, tip_time: int) -> None:
         else:
             await api(scope, receive, send)
 
-    sock = bind("127.0.0.1", 0)
-    print(sock.getsockname()[1], flush=True)
-    server = uvicorn.Server(
-        uvicorn.Config(front, log_level="warning", access_log=False, lifespan="on")
+    return front
+
+
+def serve_main(db: str, cache: bool, tip_time: int, workers: int) -> int:
+    """`--serve`: one server, `workers` processes on one socket as `ladle rest --workers`
+    runs them (`runtime.workers`); prints its ready line once every worker listens."""
+    from runtime.workers import serve_workers
+
+    return serve_workers(
+        bench_app,
+        (db, cache, tip_time),
+        host="127.0.0.1",
+        port=0,
+        workers=workers,
+        name="bench",
+        announce=lambda url: {"port": int(url.rsplit(":", 1)[1])},
+        log_level="warning",
     )
-    server.run(sockets=[sock])
 
 
 async def start_server(
-    db: Path, cache: bool, tip_time: int
+    db: Path, cache: bool, tip_time: int, workers: int = 1
 ) -> tuple[asyncio.subprocess.Process, int]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -648,12 +661,13 @@ async def start_server(
         "--serve",
         str(db),
         str(tip_time),
+        str(workers),
         *([] if cache else ["--no-cache"]),
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
     )
     assert proc.stdout is not None
-    port = int(await proc.stdout.readline())
+    port = int(json.loads(await proc.stdout.readline())["port"])
     for _ in range(500):  # until it accepts connections
         try:
             _, w = await asyncio.open_connection("127.0.0.1", port)
@@ -692,6 +706,8 @@ class Result:
     bytes_per_answer: int
     ceiling_rps: float | None = None  # the bare ceiling measured right before this run
     ratio: float | None = None  # rps / ceiling_rps (median over the paired runs)
+    client_cpu: float | None = None  # this process's CPU seconds per second of the run
+    server_cpu: float | None = None  # the server's (all its processes) CPU seconds per second
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -774,10 +790,17 @@ async def paired(
 
 
 async def load(
-    port: int, name: str, server: str, paths: list[str], seconds: float, connections: int
+    port: int,
+    name: str,
+    server: str,
+    paths: list[str],
+    seconds: float,
+    connections: int,
+    server_pid: int | None = None,
 ) -> Result:
     """Requests from `paths` in turn (continuing where the last call on the same list
-    stopped, so a list of distinct URLs is never repeated before it is used up)."""
+    stopped, so a list of distinct URLs is never repeated before it is used up). With
+    `server_pid`, also the CPU the server's processes used."""
     latencies: list[float] = []
     sizes: list[int] = []
     stop_at = 0.0
@@ -803,10 +826,14 @@ async def load(
     await asyncio.gather(*(worker() for _ in range(connections)))
     latencies.clear()
     sizes.clear()
+    server_before = tree_cpu(server_pid) if server_pid else 0.0
+    client_before = time.process_time()
     began = time.perf_counter()
     stop_at = began + seconds
     await asyncio.gather(*(worker() for _ in range(connections)))
     elapsed = time.perf_counter() - began
+    client = (time.process_time() - client_before) / elapsed
+    served = (tree_cpu(server_pid) - server_before) / elapsed if server_pid else None
     q = statistics.quantiles(latencies, n=100)
     return Result(
         name,
@@ -817,7 +844,29 @@ async def load(
         round(q[49] * 1000, 2),
         round(q[98] * 1000, 2),
         int(statistics.mean(sizes)),
+        client_cpu=round(client, 2),
+        server_cpu=round(served, 2) if served is not None else None,
     )
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and all its descendants (from /proc)."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+                parent[int(entry)] = int(fields[1])
+                cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in cpu:
+        q = p
+        while q not in (pid, 0) and q in parent:
+            q = parent[q]
+        if q == pid:
+            total += cpu[p]
+    return total
 
 
 def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
@@ -843,6 +892,7 @@ def workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
             [f"/bench/blob/{facts['big_token_active_gzip_bytes']}"],
         ),
         ("ceiling: trivial route in our app", ["/bench/ceiling"]),
+        ("contract/count", ["/dex/contract/count"]),
         ("price/current", [f"/dex/price/{big}/current"]),
         ("pool/active?token= (2,000 pools)", [f"/dex/pool/active?token={big}"]),
         ("candlesticks 30 d / 1 h (defaults: ending now)", [f"/dex/price/{big}/candlesticks"]),
@@ -898,6 +948,95 @@ def page_workloads(facts: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return out
 
 
+SCALING = (
+    "ceiling: trivial route in our app",
+    "contract/count",
+    "candlesticks 30 d / 1 h, a new window each request",
+)
+
+
+async def scaling(args: argparse.Namespace, db: Path, facts: dict[str, Any]) -> list[Any]:
+    """`--workers 1,2`: one server per worker count, all started at once and measured in
+    turn (each run of an endpoint right after its bare ceiling on the same server), so every
+    count sees the same minutes of the machine. Per count the run with the median endpoint
+    rate; the speedup is the median over runs of (rate with n workers ÷ rate with the first
+    count) of runs made back to back."""
+    counts = [int(n) for n in args.workers.split(",")]
+    servers = []
+    try:
+        for n in counts:
+            proc, port = await start_server(db, True, facts["tip_time"], n)
+            servers.append((n, proc, port))
+        for n, _proc, port in servers:
+            await load(port, "warm-up", f"{n}", ["/bench/bare"], 2, args.connections)
+        if "big_token_active_gzip_bytes" not in facts:  # for `workloads`, not measured here
+            big = facts["big_token"]
+            facts["big_token_active_gzip_bytes"] = await answer_size(
+                servers[0][2], f"/dex/pool/active?token={big}"
+            )
+        rows: list[Any] = []
+        for name, paths in workloads(facts):
+            if name not in SCALING or (
+                args.only and not any(w in name for w in args.only.split(","))
+            ):
+                continue
+            runs: dict[int, list[Result]] = {n: [] for n in counts}
+            for _ in range(args.runs):
+                for n, proc, port in servers:
+                    server = f"{n} worker(s)"
+                    conns = args.connections
+                    ceiling = await load(
+                        port, "ceiling", server, ["/bench/bare"], args.seconds, conns, proc.pid
+                    )
+                    r = await load(port, name, server, paths, args.seconds, conns, proc.pid)
+                    r.ceiling_rps = ceiling.rps
+                    r.ratio = round(r.rps / ceiling.rps, 3)
+                    runs[n].append(r)
+            first = runs[counts[0]]
+            for n in counts:
+                ordered = sorted(runs[n], key=lambda r: r.rps)
+                row = asdict(ordered[len(ordered) // 2])
+                row["workers"] = n
+                row["speedup"] = round(
+                    statistics.median(r.rps / b.rps for r, b in zip(runs[n], first, strict=True)),
+                    2,
+                )
+                row["ceiling_speedup"] = round(
+                    statistics.median(
+                        (r.ceiling_rps or 0) / (b.ceiling_rps or 1)
+                        for r, b in zip(runs[n], first, strict=True)
+                    ),
+                    2,
+                )
+                rows.append(row)
+                print(
+                    f"  [{n} worker(s)] {name}: {row['rps']} req/s (ceiling {row['ceiling_rps']})"
+                    f", ×{row['speedup']} (ceiling ×{row['ceiling_speedup']}), client CPU "
+                    f"{row['client_cpu']}, server CPU {row['server_cpu']}",
+                    flush=True,
+                )
+        return rows
+    finally:
+        for _, proc, _ in servers:
+            proc.send_signal(signal.SIGINT)
+            await proc.wait()
+
+
+def scaling_table(rows: list[Any]) -> str:
+    lines = [
+        "| endpoint | workers | req/s | p50 ms | p99 ms | ceiling req/s | ÷ ceiling | speedup "
+        "| ceiling speedup | server CPU | client CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['workers']} | {r['rps']:,} | {r['p50_ms']} | {r['p99_ms']} | "
+            f"{r['ceiling_rps']:,} | {r['ratio']:.2f} | {r['speedup']:.2f} | "
+            f"{r['ceiling_speedup']:.2f} | {r['server_cpu']:.2f} | {r['client_cpu']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     params = IndexParams(trades=args.trades)
     cache_dir = Path(args.cache_dir)
@@ -912,6 +1051,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     add_protocol_rows(db, params)
     facts = index_facts(db)
     print("index:", json.dumps(facts), flush=True)
+    machine = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+    if args.workers:
+        rows = await scaling(args, db, facts)
+        return {
+            "machine": machine,
+            "index": facts,
+            "connections": args.connections,
+            "seconds": args.seconds,
+            "runs": args.runs,
+            "scaling": rows,
+        }
     results: list[Result] = []
     servers = [("cached", True), ("no answer cache", False)][: 1 if args.cached_only else 2]
     for server, cache in servers:
@@ -942,11 +1096,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.send_signal(signal.SIGINT)
             await proc.wait()
     return {
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-        },
+        "machine": machine,
         "params": asdict(params),
         "index": facts,
         "connections": args.connections,
@@ -970,10 +1120,9 @@ def table(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) >= 3 and sys.argv[1] == "--serve":
-        with contextlib.suppress(KeyboardInterrupt):  # SIGINT: uvicorn stops, then re-raises
-            serve_main(sys.argv[2], "--no-cache" not in sys.argv, int(sys.argv[3]))
-        return
+    if len(sys.argv) >= 5 and sys.argv[1] == "--serve":
+        cache = "--no-cache" not in sys.argv
+        sys.exit(serve_main(sys.argv[2], cache, int(sys.argv[3]), int(sys.argv[4])))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trades", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=3.0, help="per run")
@@ -987,9 +1136,13 @@ def main() -> None:
     parser.add_argument(
         "--cached-only", action="store_true", help="skip the server without an answer cache"
     )
+    parser.add_argument(
+        "--workers",
+        help="compare server worker counts side by side, e.g. 1,2 (the scaling rows only)",
+    )
     args = parser.parse_args()
     report = asyncio.run(run(args))
-    print(table(report))
+    print(scaling_table(report["scaling"]) if args.workers else table(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
 

@@ -2,7 +2,8 @@
 SIGKILL comes back on the address LADLE_READY announced (the devnet with the same tip), the
 data API keeps answering from the index meanwhile, the index stays readable and consistent
 (SQLite's integrity check, the tip the API reports, the router's pools), and a SIGTERM then
-stops everything (exit 0, no process left)."""
+stops everything (exit 0, no process left). The HTTP services run at `--http-nice` (default
+10), the router and the devnet at the supervisor's own niceness."""
 
 from __future__ import annotations
 
@@ -91,6 +92,11 @@ async def test_every_component_killed_under_load_comes_back() -> None:
         counts: dict[str, int] = {"ok": 0, "transport": 0}
         loader = asyncio.create_task(load(ready["rest"], stop, counts))
         sup = running.proc.pid
+        base = os.getpriority(os.PRIO_PROCESS, 0)  # a niceness is never lowered: the floor
+        for name, nice in (("router", base), ("devnet", base), ("rest", 10), ("broadcast", 10)):
+            top = child_running(sup, "ladle", name)
+            for pid in (top, *descendants(top)):
+                assert os.getpriority(os.PRIO_PROCESS, pid) == max(base, nice), (name, pid)
         try:
             for name in ("router", "rest", "broadcast", "devnet"):
                 victim = child_running(sup, "ladle", name)

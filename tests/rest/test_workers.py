@@ -1,7 +1,8 @@
 """`ladle rest --workers 2` as a process over one index that grows under it: both workers give
 the same bodies and ETags for the same index state and both move on a new block; a worker
 killed with SIGKILL is restarted while the other answers; the parent's SIGTERM stops them all,
-and its SIGKILL takes them down with it.
+and its SIGKILL takes them down with it. `--nice N` puts every worker, a restarted one too, at
+that scheduling niceness.
 
 A request reaches the chosen worker because the others are stopped (SIGSTOP) meanwhile: they
 then do not accept, and the shared socket's queue goes to the one that runs."""
@@ -56,10 +57,11 @@ class Rest:
 
 
 @asynccontextmanager
-async def ladle_rest(db: Path, workers: int = 2) -> AsyncIterator[Rest]:
+async def ladle_rest(db: Path, workers: int = 2, nice: int = 0) -> AsyncIterator[Rest]:
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "ladle", "rest", "--db", str(db), "--port", "0"),
         *("--workers", str(workers), "--rate-limit", "0", "--stale-after", "0"),
+        *("--nice", str(nice)),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         cwd=ROOT,
@@ -168,6 +170,34 @@ async def test_a_killed_worker_is_replaced_while_the_other_answers(tmp_path: Pat
         rest.proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(rest.proc.wait(), 30) == 0
         await wait_until(lambda: _none_alive(tree))
+
+
+async def test_workers_run_at_the_given_niceness_also_when_restarted(tmp_path: Path) -> None:
+    # A process cannot lower its niceness: under a niced test run, that one is the floor.
+    expected = max(7, os.getpriority(os.PRIO_PROCESS, 0))
+    async with ladle_rest(tmp_path / "index.sqlite", nice=7) as rest:
+        first = rest.workers()
+        assert [os.getpriority(os.PRIO_PROCESS, w) for w in first] == [expected, expected]
+        os.kill(first[0], signal.SIGKILL)
+
+        async def replaced() -> bool:
+            workers = rest.workers()
+            return len(workers) == 2 and first[0] not in workers
+
+        await wait_until(replaced)
+        assert [os.getpriority(os.PRIO_PROCESS, w) for w in rest.workers()] == [expected] * 2
+
+
+async def test_a_niceness_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "ladle", "rest", "--db", str(tmp_path / "i.sqlite")),
+        *("--port", "0", "--nice", "20"),
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 2
+    assert b"--nice must be from 0 to 19, got 20" in err
 
 
 async def test_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
