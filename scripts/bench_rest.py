@@ -41,6 +41,9 @@ import json
 import os
 import platform
 import random
+import re
+import resource
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -770,6 +773,23 @@ class _Connection(asyncio.BufferedProtocol):
 
 
 _CURSORS: dict[int, int] = {}
+GENERATOR = ["python"]  # the load generator of `load`: "python" (this process) or "wrk"
+
+# wrk (a C load generator: `apt install wrk`): the paths of a workload in turn, from a file.
+WRK_SCRIPT = """
+local paths = {}
+for line in io.lines(os.getenv("BENCH_PATHS")) do paths[#paths + 1] = line end
+wrk.headers["Accept-Encoding"] = "gzip"
+if #paths == 1 then
+  wrk.path = paths[1]  -- one request, built once by wrk
+else
+  local i = 0
+  request = function()
+    i = i + 1
+    return wrk.format("GET", paths[(i - 1) % #paths + 1])
+  end
+end
+"""
 
 
 async def paired(
@@ -801,6 +821,8 @@ async def load(
     """Requests from `paths` in turn (continuing where the last call on the same list
     stopped, so a list of distinct URLs is never repeated before it is used up). With
     `server_pid`, also the CPU the server's processes used."""
+    if GENERATOR[0] == "wrk":
+        return await load_wrk(port, name, server, paths, seconds, connections, server_pid)
     latencies: list[float] = []
     sizes: list[int] = []
     stop_at = 0.0
@@ -844,6 +866,69 @@ async def load(
         round(q[49] * 1000, 2),
         round(q[98] * 1000, 2),
         int(statistics.mean(sizes)),
+        client_cpu=round(client, 2),
+        server_cpu=round(served, 2) if served is not None else None,
+    )
+
+
+async def load_wrk(
+    port: int,
+    name: str,
+    server: str,
+    paths: list[str],
+    seconds: float,
+    connections: int,
+    server_pid: int | None,
+) -> Result:
+    """`load` with wrk (one thread) as the generator: its CPU per request is a fraction of
+    this process's, so on 2 cores it leaves the server more of the machine. The paths go to
+    wrk starting where the last run on the same list stopped."""
+    start = _CURSORS.get(id(paths), 0) % len(paths)
+    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
+        script, listing = Path(tmp) / "paths.lua", Path(tmp) / "paths.txt"
+        script.write_text(WRK_SCRIPT)
+        listing.write_text("\n".join(paths[start:] + paths[:start]) + "\n")
+        url = f"http://127.0.0.1:{port}"
+        argv = ["wrk", "-t1", f"-c{connections}", "--latency", "-s", str(script), url]
+        env = {**os.environ, "BENCH_PATHS": str(listing)}
+
+        async def wrk(duration: float) -> str:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, f"-d{max(1, round(duration))}s", stdout=asyncio.subprocess.PIPE, env=env
+            )
+            out, _ = await proc.communicate()
+            return out.decode()
+
+        await wrk(1)  # warm-up (caches, connections)
+        server_before = tree_cpu(server_pid) if server_pid else 0.0
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        out = await wrk(seconds)
+        elapsed = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        served = (tree_cpu(server_pid) - server_before) / elapsed if server_pid else None
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{name}: answers other than 200:\n{out}")
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    _CURSORS[id(paths)] = start + requests
+
+    def latency_ms(q: str) -> float:
+        value, unit = re.search(rf"\s{q}%\s+([\d.]+)(us|ms|s)\b", out).groups()  # type: ignore[union-attr]
+        return round(float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit], 2)
+
+    transfer = re.search(r"([\d.]+)([KMG]?B) read", out).groups()  # type: ignore[union-attr]
+    scale = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[transfer[1]]
+    wrk_seconds = float(re.search(r"requests in ([\d.]+)s", out).group(1))  # type: ignore[union-attr]
+    client = (after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) / elapsed
+    return Result(
+        name,
+        server,
+        requests,
+        round(wrk_seconds, 2),
+        round(requests / wrk_seconds),
+        latency_ms("50"),
+        latency_ms("99"),
+        int(float(transfer[0]) * scale / max(1, requests)),  # with the headers: approximate
         client_cpu=round(client, 2),
         server_cpu=round(served, 2) if served is not None else None,
     )
@@ -1140,7 +1225,16 @@ def main() -> None:
         "--workers",
         help="compare server worker counts side by side, e.g. 1,2 (the scaling rows only)",
     )
+    parser.add_argument(
+        "--generator",
+        choices=("python", "wrk"),
+        default="python",
+        help="the load: this process (default), or wrk (a C generator, `apt install wrk`)",
+    )
     args = parser.parse_args()
+    if args.generator == "wrk" and shutil.which("wrk") is None:
+        parser.error("--generator wrk: no wrk on PATH")
+    GENERATOR[0] = args.generator
     report = asyncio.run(run(args))
     print(scaling_table(report["scaling"]) if args.workers else table(report))
     if args.json:
