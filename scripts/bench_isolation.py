@@ -77,13 +77,17 @@ async def _http_get(
     return int(head[9:12])
 
 
-async def flood(host: str, port: int, connections: int, seconds: float, rotate: bool) -> None:
+async def flood(
+    host: str, port: int, connections: int, seconds: float, rotate: bool, first_address: int
+) -> None:
     """Requests as fast as the server answers them, for `seconds`; prints one JSON line with
-    the requests, their statuses and this process's CPU seconds."""
+    the requests, their statuses and this process's CPU seconds. Rotating, the loopback
+    addresses are numbered from `first_address` (each round its own: a bucket the last round
+    emptied refills at only 10 requests a second)."""
     request = f"GET {FLOOD_PATH} HTTP/1.1\r\nHost: bench\r\nAccept-Encoding: gzip\r\n\r\n".encode()
     statuses: dict[int, int] = {}
     stop_at = time.monotonic() + seconds
-    next_address = [0]
+    next_address = [first_address]
 
     def local_address() -> tuple[str, int] | None:
         if not rotate:
@@ -117,7 +121,7 @@ async def flood(host: str, port: int, connections: int, seconds: float, rotate: 
 
 
 async def run_flood(
-    url: str, mode: str, args: argparse.Namespace, seconds: float
+    url: str, mode: str, args: argparse.Namespace, seconds: float, first_address: int
 ) -> asyncio.subprocess.Process:
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     return await asyncio.create_subprocess_exec(
@@ -129,6 +133,7 @@ async def run_flood(
         str(args.flood_connections),
         str(seconds),
         mode,
+        str(first_address),
         stdout=asyncio.subprocess.PIPE,
         preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, args.flood_nice),
     )
@@ -322,14 +327,20 @@ async def measure(args: argparse.Namespace, nice: int) -> dict[str, Any]:
                 for _ in range(args.probes)
             ]
             await probe(ws, params, 1.0, Samples())  # warm-up
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
                 await timed_probe(ws, "quiet")
                 for phase, mode in (("429 flood", "one-client"), ("answered flood", "rotate")):
-                    proc = await run_flood(ready["rest"], mode, args, args.seconds + 1.5)
-                    await asyncio.sleep(1.0)  # the flood under way (its process started)
+                    procs = [
+                        await run_flood(
+                            ready["rest"], mode, args, args.seconds + 1.5, 5000 * round_ + 500 * k
+                        )
+                        for k in range(args.flood_processes)
+                    ]
+                    await asyncio.sleep(1.0)  # the flood under way (its processes started)
                     await timed_probe(ws, phase)
-                    out, _ = await proc.communicate()
-                    floods[phase].append(json.loads(out))
+                    for proc in procs:
+                        out, _ = await proc.communicate()
+                        floods[phase].append(json.loads(out))
         rows: dict[str, dict[str, Any]] = {}
         for phase, s in samples.items():
             rows[phase] = {
@@ -350,7 +361,7 @@ async def measure(args: argparse.Namespace, nice: int) -> dict[str, Any]:
             for key in ("ping_p50_ms", "ping_p99_ms", "build_p50_ms", "build_p99_ms"):
                 row[key.replace("_ms", "_ratio")] = round(row[key] / quiet[key], 2)
             runs = floods[phase]
-            seconds = sum(r["seconds"] for r in runs)
+            seconds = sum(r["seconds"] for r in runs) / args.flood_processes  # side by side
             statuses: dict[str, int] = {}
             for r in runs:
                 for k, v in r["statuses"].items():
@@ -406,15 +417,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds,
         "flood_connections": args.flood_connections,
         "flood_nice": args.flood_nice,
+        "flood_processes": args.flood_processes,
         "probes": args.probes,
         "runs": runs,
     }
 
 
 def main() -> None:
-    if len(sys.argv) == 7 and sys.argv[1] == "--flood":
-        host, port, conns, seconds, mode = sys.argv[2:]
-        asyncio.run(flood(host, int(port), int(conns), float(seconds), mode == "rotate"))
+    if len(sys.argv) == 8 and sys.argv[1] == "--flood":
+        host, port, conns, seconds, mode, first = sys.argv[2:]
+        rotate = mode == "rotate"
+        asyncio.run(flood(host, int(port), int(conns), float(seconds), rotate, int(first)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nice", default="0,10", help="--http-nice values, one ladle up each")
@@ -423,7 +436,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=3.0, help="per phase")
     parser.add_argument("--flood-connections", type=int, default=16)
-    parser.add_argument("--flood-nice", type=int, default=19)
+    parser.add_argument(
+        "--flood-nice", type=int, default=19, help="the flood's niceness (19; 0: as the router)"
+    )
+    parser.add_argument("--flood-processes", type=int, default=1)
     parser.add_argument("--json", help="also write the report here")
     args = parser.parse_args()
     report = asyncio.run(run(args))
