@@ -1,8 +1,9 @@
 """The body of a standalone command: options to a configuration (a bad one is one line on stderr
 and exit status 2), logging as asked, then run until a signal. `run_service` is an HTTP service
 (`ladle rest`, `ladle broadcast`: a port that cannot be bound is exit status 1; SIGINT/SIGTERM
-is a clean 0; it runs at the niceness of its `--nice` option, `runtime.priority`); `run_daemon` one whose main coroutine returns its own exit status (`ladle
-devnet`, `ladle index`, `ladle router`)."""
+is a clean 0), run at the niceness of its `--nice` option (`runtime.priority`); `run_daemon`
+one whose main coroutine returns its own exit status (`ladle devnet`, `ladle index`,
+`ladle router`)."""
 
 from __future__ import annotations
 
