@@ -52,13 +52,16 @@ class RunningServer:
         await self._task
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A listening socket for uvicorn. `proto` must be IPPROTO_TCP: asyncio enables TCP_NODELAY
     only on sockets that say so, and without it a response written in two parts (headers, then
-    body) waits ~40 ms for the client's delayed ACK (Nagle)."""
+    body) waits ~40 ms for the client's delayed ACK (Nagle). `reuse_port`: one of several
+    sockets on the same port (`SO_REUSEPORT`), among which the kernel spreads connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.set_inheritable(True)
     return sock

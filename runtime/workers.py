@@ -1,7 +1,11 @@
 """N worker processes serving one ASGI app on one listening socket (`ladle rest --workers N`).
 
-The parent binds the socket, starts the workers (each accepts on the shared socket, so the
-kernel spreads the connections), prints one ready line once every worker accepts connections,
+Where the system has `SO_REUSEPORT` (Linux), every worker listens on a socket of its own on the
+one port, and the kernel spreads the connections evenly among them; the parent's socket, bound
+but never listening, holds the port across worker restarts. One socket shared by all workers
+would not do: whichever worker wakes first accepts a whole burst of connections, and two
+workers then serve like one. Elsewhere the workers share the parent's listening socket. The
+parent prints one ready line once every worker accepts connections,
 restarts a worker that dies (with backoff, said in the log) and, on SIGINT/SIGTERM, stops them
 all with SIGTERM. Workers ignore SIGINT, so a Ctrl-C reaches them only through the parent, and
 end with the parent (`runtime.orphans.end_with`); the fork server and multiprocessing's
@@ -49,6 +53,7 @@ log = logging.getLogger("runtime.workers")
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 BACKLOG = 2048  # uvicorn's default
+REUSE_PORT = hasattr(socket, "SO_REUSEPORT") and sys.platform == "linux"  # spreads connections
 GRACE = 15.0  # seconds a worker has to finish its requests after SIGTERM
 
 ArgT = TypeVar("ArgT")
@@ -87,8 +92,9 @@ def serve_workers(
     """Serve `factory(arg)` in `workers` processes on host:port until SIGINT/SIGTERM; print
     `announce(url)` as one JSON line on stdout once all of them accept connections. OSError if
     the address cannot be bound; exit status 1 if a worker dies before it was ready."""
-    sock = bind(host, port)
-    sock.listen(BACKLOG)
+    sock = bind(host, port, reuse_port=REUSE_PORT)
+    if not REUSE_PORT:
+        sock.listen(BACKLOG)
     bound = sock.getsockname()[1]
     url = f"http://{f'[{host}]' if ':' in host else host}:{bound}"
     with metrics_dir():
@@ -237,8 +243,12 @@ def _worker(
     asyncio.run(_serve(factory(arg), sock, ready, logs[1]))
 
 
-async def _serve(app: Any, sock: socket.socket, ready: Connection, level: str) -> None:
-    host, port = sock.getsockname()[:2]
+async def _serve(app: Any, shared: socket.socket, ready: Connection, level: str) -> None:
+    host, port = shared.getsockname()[:2]
+    sock = shared
+    if REUSE_PORT:  # a listening socket of this worker's own on the parent's port
+        sock = bind(host, port, reuse_port=True)
+        sock.listen(BACKLOG)
     running = await start_app(app, host=host, port=port, name="worker", log_level=level, sock=sock)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, running.request_stop)
     ready.send(os.getpid())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -53,3 +54,26 @@ def child_running(pid: int, *words: str) -> int:
             if tuple(line[i : i + len(words)]) == words:
                 return child
     raise LookupError(f"no child of {pid} runs {' '.join(words)}")
+
+
+def established_on(pid: int, port: int) -> int:
+    """How many TCP connections to local `port` the process holds (its fds against the
+    ESTABLISHED sockets of /proc/<pid>/net/tcp{,6})."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    except OSError:
+        return 0
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                cols = line.split()
+                local_port = int(cols[1].rsplit(":", 1)[1], 16)
+                if local_port == port and cols[3] == "01" and cols[9] in inodes:
+                    count += 1
+    return count
