@@ -76,7 +76,8 @@ class DocumentServer:
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT)
+                    async with asyncio.timeout(IDLE_TIMEOUT):
+                        head = await reader.readuntil(b"\r\n\r\n")
                 except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
                     return
                 lines = head.decode("latin-1").split("\r\n")

@@ -148,7 +148,8 @@ class Network:
                 assert self._wakeup is not None
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wakeup.wait()
                 continue
             heapq.heappop(self._queue)
             action()

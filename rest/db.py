@@ -176,7 +176,8 @@ class IndexWatcher:
         while not self._stopping.is_set():
             await self.refresh()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._stopping.wait()
 
     async def stop(self) -> None:
         """Let the current read finish (cancelling it would leave SQLite's worker thread

@@ -53,7 +53,8 @@ class Warmer:
                     log.exception("warming the caches failed; retrying at the next version")
                     self.warmed = tip
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.ctx.config.poll_interval)
+                async with asyncio.timeout(self.ctx.config.poll_interval):
+                    await self._stopping.wait()
 
     async def warm(self) -> None:
         ctx, cfg = self.ctx, self.ctx.config

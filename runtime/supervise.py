@@ -264,7 +264,8 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), self.grace)
+                async with asyncio.timeout(self.grace):
+                    await proc.wait()
             except TimeoutError:
                 log.warning(
                     "%s did not stop within %g s: killed",

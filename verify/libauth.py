@@ -348,7 +348,8 @@ class _Session:
             self.pending.pop(request_id, None)
             raise _HelperDiedError(f"cannot write to the helper: {exc}") from exc
         try:
-            return await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             await self.kill("verifier timed out")
             raise VerifierUnavailable("verifier timed out") from None
@@ -373,7 +374,8 @@ class _Session:
         if stdin is not None:
             stdin.close()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 5)
+            async with asyncio.timeout(5):
+                await self.proc.wait()
         await self.kill("verifier closed")
 
 
@@ -452,7 +454,8 @@ class AsyncLibauthVerifier(_HelperClient, Closing):
         session = _Session(proc, stderr)
         assert proc.stdout is not None
         try:
-            first = await asyncio.wait_for(proc.stdout.readline(), self.start_timeout)
+            async with asyncio.timeout(self.start_timeout):
+                first = await proc.stdout.readline()
             self.libauth_version = _decode_ready(first, _read_tail(stderr))
         except (TimeoutError, ValueError, VerifierUnavailable) as exc:
             await session.kill("start-up failed")

@@ -55,7 +55,8 @@ class Session:
             return
         self._queue.put_nowait(None)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(self._writer), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._writer)
         self.closed = True
         self._writer.cancel()
         self._close()

@@ -59,13 +59,13 @@ class Fulcrum:
 
     async def call(self, method: str, *params: Any) -> Any:
         """One request on a fresh connection: its result (None when it answered an error)."""
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.tcp_port), CALL_TIMEOUT
-        )
+        async with asyncio.timeout(CALL_TIMEOUT):
+            reader, writer = await asyncio.open_connection(self.host, self.tcp_port)
         try:
             message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}
             writer.write(orjson.dumps(message) + b"\n")
-            line = await asyncio.wait_for(reader.readline(), CALL_TIMEOUT)
+            async with asyncio.timeout(CALL_TIMEOUT):
+                line = await reader.readline()
         finally:
             writer.close()
         return orjson.loads(line).get("result")

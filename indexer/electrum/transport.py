@@ -85,7 +85,8 @@ class StreamTransport:
     async def close(self) -> None:
         self._writer.close()
         with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
-            await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT)
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await self._writer.wait_closed()
 
 
 class WebSocketTransport:

@@ -163,7 +163,8 @@ class FetchProcess:
             stdin.close()
         assert self._answers is not None
         try:
-            await asyncio.wait_for(asyncio.shield(self._answers.exited), 10.0)
+            async with asyncio.timeout(10.0):
+                await asyncio.shield(self._answers.exited)
         except TimeoutError:
             transport.kill()
             await self._answers.exited

@@ -7,7 +7,6 @@ the same pools; the winner's trade confirms and the loser's fresh push is accept
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ from indexer.service import IndexerConfig, run_indexer
 from indexer.snapshot import PoolSnapshot
 from router.pools import BCH
 from router.service import RouterServer, start_router
+from runtime.tasks import cancel_and_wait
 from tests.indexer.test_follower_support import SMALL, generate, urls, wait_until
 from tests.router.test_daemon_support import FEE, Client, client
 from verify.libauth import LibauthVerifier, VerifyResult
@@ -69,9 +69,7 @@ async def stack() -> AsyncIterator[Stack]:
         if router is not None:
             await router.close()
         if indexer is not None:
-            indexer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await indexer
+            await cancel_and_wait([indexer])
         await electrum.close()
         await net.stop()
 
