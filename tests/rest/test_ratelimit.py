@@ -1,6 +1,6 @@
-"""The rate limit's bucket table: processes spending from one bucket at once lose no update,
-a client keeps its bucket among others that share its set, and a file that holds no table is
-refused."""
+"""The rate limit: its token bucket's arithmetic; the bucket table, where processes spending
+from one bucket at once lose no update, a client keeps its bucket among others that share its
+set, and a file that holds no table is refused."""
 
 from __future__ import annotations
 
@@ -71,6 +71,24 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def test_token_bucket_refills_continuously() -> None:
+    clock = Clock()
+    limiter = RateLimiter(60, clock=clock)  # one a second, burst 60
+    assert all(limiter.check("a") is None for _ in range(60))
+    assert limiter.check("a") == 1
+    assert limiter.check("b") is None  # another client has its own bucket
+    clock.now += 0.5
+    assert limiter.check("a") == 1  # half a token: wait the other half, rounded up
+    clock.now += 0.5
+    assert limiter.check("a") is None
+    clock.now += 3600
+    assert all(limiter.check("a") is None for _ in range(60))  # the burst never exceeds 60
+    assert limiter.check("a") is not None
+    slow = RateLimiter(2, clock=clock)  # one per 30 s
+    assert slow.check("c") is None and slow.check("c") is None
+    assert slow.check("c") == 30
 
 
 def test_a_client_keeps_its_bucket_among_the_others_of_its_set() -> None:
