@@ -179,7 +179,8 @@ async def test_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
 async def test_the_rate_limit_is_one_for_all_workers(tmp_path: Path) -> None:
     """A client gets `--rate-limit` requests a minute from the server, not from each worker:
     a burst of connections spread over both workers passes the limit's burst and no more, and
-    a worker that replaces a killed one goes on with the same buckets. The client is the
+    a worker that replaces a killed one goes on with the same buckets (the parent's table
+    file, mapped by every worker and removed when the server stops). The client is the
     connection's peer: an X-Forwarded-For of its own choosing (without --trust-forwarded)
     gets it no other bucket."""
     scenario = Scenario(seed=43)
@@ -232,6 +233,22 @@ async def test_the_rate_limit_is_one_for_all_workers(tmp_path: Path) -> None:
             if (await rest.get(replacement, "/dex/contract/count")).status_code == 200:
                 passed += 1
         assert passed <= limit + (time.monotonic() - began) * limit / 60
+
+        # One table: the file the parent made, mapped by every worker, removed at the end.
+        table = _table_of(rest.proc.pid)
+        assert all(str(table) in Path(f"/proc/{w}/maps").read_text() for w in rest.workers())
+        rest.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(rest.proc.wait(), 30) == 0
+        assert not table.exists()
+
+
+def _table_of(pid: int) -> Path:
+    """The rate limit's bucket table file that process `pid` holds open."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = Path(os.readlink(fd))
+        if target.name.startswith("ladle-ratelimit-"):
+            return target
+    raise AssertionError(f"process {pid} holds no bucket table")
 
 
 async def _head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
