@@ -43,8 +43,11 @@ browser:
 		fi; \
 	fi
 
+# One test process per core (PYTEST_WORKERS=0 runs them in this one); a file's tests stay in
+# one process, so its module fixtures start once (tests/conftest.py).
+PYTEST_WORKERS ?= auto
 pytest: $(STAMP) $(NODE_STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 

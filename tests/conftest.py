@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the official vectors live."""
+"""Shared test fixtures (where the official vectors live) and how the suite is spread over
+pytest-xdist workers (`make test` runs one per core)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.realnode import tier
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LADLE_SHARED", ROOT.parent / "shared"))
@@ -16,3 +21,36 @@ def load_vectors(name: str) -> Any:
     """Load a vector file from ../shared/vectors (relative path, e.g. 'vmb/x.json')."""
     with (VECTORS / name).open() as fh:
         return json.load(fh)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup`, a file's tests go to one worker, so its module fixtures (a
+    whole `ladle up`, a built index) start once; the real-node tier is one group, so one regtest
+    BCHN and Fulcrum serve it. Without xdist the mark does nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            path = item.path.relative_to(ROOT)
+            group = "realnode" if path.parts[:2] == ("tests", "realnode") else str(path)
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    outcome = session.config.stash.get(tier.OUTCOME, None)
+    output = getattr(session.config, "workeroutput", None)  # set in an xdist worker only
+    if outcome is not None and output is not None:
+        output[tier.WORKER_OUTPUT] = outcome
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller hears a worker stop: keep its real-node outcome for the summary."""
+    outcome = node.workeroutput.get(tier.WORKER_OUTPUT)
+    if outcome is not None:
+        node.config.stash[tier.OUTCOME] = outcome
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    outcome = terminalreporter.config.stash.get(tier.OUTCOME, None)
+    if outcome is not None:
+        terminalreporter.write_line(outcome)

@@ -17,7 +17,7 @@ from devnet.scenario.generator import ScenarioGenerator
 from devnet.scenario.lending import LendingExtension
 from devnet.service import Devnet
 from tests.devnet.test_scenario import SMALL, devnet_config
-from tests.indexer.test_decoder_lending import lending_chain
+from tests.indexer.test_decoder_lending import LendingChain, lending_chain
 
 LIFECYCLE = {"borrow", "add_collateral", "refinance", "delegate", "repay", "redeem"}
 LIFECYCLE |= {"liquidation", "accrue", "state", "allowance", "claim", "rate"}
@@ -126,8 +126,16 @@ def test_records_are_on_chain_with_their_layouts() -> None:
         assert {e["kind"] for e in records if e.get("version") == version} == kinds
 
 
+@pytest.fixture
+def unverified() -> LendingChain:
+    """The unverified run, made outside the test's event loop (it runs one of its own)."""
+    return lending_chain()
+
+
 @pytest.mark.node
-async def test_libauth_accepts_every_lending_transaction_and_runs_repeat() -> None:
+async def test_libauth_accepts_every_lending_transaction_and_runs_repeat(
+    unverified: LendingChain,
+) -> None:
     net = Devnet(devnet_config(verify=True))
     await net.start()
     try:
@@ -137,4 +145,4 @@ async def test_libauth_accepts_every_lending_transaction_and_runs_repeat() -> No
     finally:
         await net.stop()
     part = result.ledger.extensions["lending"]
-    assert part == lending_chain().part  # same history as the unverified run
+    assert part == unverified.part  # same history as the unverified run
