@@ -24,7 +24,7 @@ from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
 from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
-from router.wire import leg_pieces, source_output_bytes
+from router.wire import leg_templates, source_output_bytes
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -38,9 +38,8 @@ class PoolEncoding:
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
-    leg_buy: bytes  # `wire.leg_pieces`: a buying leg's opening, a selling leg's, the middle
+    leg_buy: bytes  # `wire.leg_templates`: its leg object buying and selling, numbers as %d
     leg_sell: bytes
-    leg_mid: bytes
 
 
 def encode(pool: Pool) -> PoolEncoding:
@@ -49,7 +48,7 @@ def encode(pool: Pool) -> PoolEncoding:
     token = TokenData(category, pool.tokens) if pool.tokens else None
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
-    buy, sell, mid = leg_pieces(pool)
+    buy, sell = leg_templates(pool)
     return PoolEncoding(
         pool,
         TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
@@ -58,7 +57,6 @@ def encode(pool: Pool) -> PoolEncoding:
         source_output_bytes(source),
         buy,
         sell,
-        mid,
     )
 
 
