@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-import numpy as np
-
 from bch.encoding import compact_size
 from bch.policy import (
     MIN_RELAY_FEE_PER_KB,
@@ -54,7 +52,6 @@ log = logging.getLogger("ladle.router.gate")
 _TOKEN_PREFIX = bytes((PREFIX_TOKEN,))
 _PLACEHOLDER_UNLOCK = push_data(bytes(74)) + push_data(bytes(33))
 _MOST_RESERVE = max(reserve for _, reserve in RESERVE_STEPS)  # 705 sats
-_INT64_LIMIT = 1 << 63
 assert len(_PLACEHOLDER_UNLOCK) == P2PKH_UNLOCK_WORST
 
 
@@ -281,7 +278,6 @@ def _templated_pools_clean(
         min(before_tokens) < 1
         or min(tokens_after) < 1
         or max(tokens_after) > MAX_TOKEN_AMOUNT
-        or min(sats_after) < 0
         or max(sats_after) > MAX_SATS
     ):
         return None  # a token-less pool output, or an amount no output holds
@@ -302,20 +298,13 @@ def _predicate_holds(
 ) -> bool:
     """The contract predicate for every leg (`is_valid_pool_transition` less its range checks,
     which the caller makes): (sats − fee)·tokens ≥ sats_before·tokens_before, fee =
-    |Δsats|·3 // 1000, sats ≥ 0. In int64 arrays when no product of a sats and a tokens
-    column can pass 63 bits (then exact), else in Python integers."""
-    top_sats = max(max(before_sats), max(after_sats))
-    if top_sats * max(max(before_tokens), max(after_tokens)) < _INT64_LIMIT:
-        x0, t0, x1, t1 = (
-            np.array(column, dtype=np.int64)
-            for column in (before_sats, before_tokens, after_sats, after_tokens)
-        )
-        fee = np.abs(x1 - x0) * LP_FEE_NUM // LP_FEE_DEN
-        return bool(np.all((x1 - fee) * t1 >= x0 * t0))
-    return all(
-        (x1 - abs(x1 - x0) * LP_FEE_NUM // LP_FEE_DEN) * t1 >= x0 * t0
+    |Δsats|·3 // 1000."""
+    failing = [
+        x1
         for x0, t0, x1, t1 in zip(before_sats, before_tokens, after_sats, after_tokens, strict=True)
-    )
+        if (x1 - abs(x1 - x0) * LP_FEE_NUM // LP_FEE_DEN) * t1 < x0 * t0
+    ]
+    return not failing
 
 
 def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:
