@@ -13,7 +13,6 @@ filled for a whole route by one `%`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import sub, truediv
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -162,17 +161,17 @@ def legs_json_bytes(
     n = len(pools)
     if not n:
         return None
-    before = [pool.sats for pool in pools]
-    held = [pool.tokens for pool in pools]
     ins: Sequence[int]
     outs: Sequence[int]
     buying = direction is Direction.BUY
     if amounts is not None:
         ins, outs = amounts
     elif buying:
-        ins, outs = list(map(sub, sats, before)), list(map(sub, held, tokens))
+        ins = [x - pool.sats for pool, x in zip(pools, sats, strict=True)]
+        outs = [pool.tokens - t for pool, t in zip(pools, tokens, strict=True)]
     else:
-        ins, outs = list(map(sub, tokens, held)), list(map(sub, before, sats))
+        ins = [t - pool.tokens for pool, t in zip(pools, tokens, strict=True)]
+        outs = [pool.sats - x for pool, x in zip(pools, sats, strict=True)]
     # Buying, a leg is a purchase when sats go in (`Leg.direction`); selling, when none do.
     if buying:
         if min(ins) < 1:
@@ -191,9 +190,10 @@ def legs_json_bytes(
     numbers[3::5] = sats
     numbers[4::5] = tokens
     text = b",".join(templates) % tuple(numbers)
-    # The pre-trade prices as `Quote.prices` takes them (a token-less pool raises
+    # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
-    return text, pick(map(truediv, before, held)), pick(map(truediv, sats, tokens))
+    pre = pick([pool.sats / pool.tokens for pool in pools])
+    return text, pre, pick([x / t for x, t in zip(sats, tokens, strict=True)])
 
 
 # --- quotes ----------------------------------------------------------------------------------
