@@ -30,8 +30,8 @@ from router.wire import leg_templates, source_output_bytes
 @dataclass(frozen=True, slots=True, eq=False)
 class PoolEncoding:
     """A pool as a transaction and a reply spell it. The builder spends `trade_input` and
-    `source_output` and re-creates the pool from `template`; the gate recognises them by
-    identity; `wire` splices the JSON pieces."""
+    `source_output` and re-creates the pool from `template`; the gate holds the transaction to
+    them; `wire` splices the JSON text."""
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence

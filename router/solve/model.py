@@ -547,8 +547,8 @@ class _Model:
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
         after), with its totals and pool bytes: the `Leg` objects are made only if something
-        asks (`Hop.legs`); `tests/router/test_fast_paths.py`
-        holds them equal to `reference.plain_leg`'s."""
+        asks (`Hop.legs`); `tests/router/test_fast_paths.py` holds them equal to
+        `reference.plain_leg`'s."""
         indices, xs, ys = chosen
         model_pools = self.pools
         pools = tuple([model_pools[i] for i in indices])
