@@ -8,7 +8,7 @@ route models are updated the same way at once (`route.update_models`, so the fir
 a change does not pay for them); every other token keeps its `Pool` objects and its models.
 
 The book also keeps each routed pool's encodings (`Encodings`: its transaction input, output
-and template, its JSON pieces), made once per pool and carried from book to book while the pool
+and template, its JSON text), made once per pool and carried from book to book while the pool
 stays, so a build spends no time re-encoding the pools it trades.
 """
 
@@ -24,23 +24,22 @@ from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
 from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
-from router.wire import leg_pieces, source_output_bytes
+from router.wire import leg_templates, source_output_bytes
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PoolEncoding:
     """A pool as a transaction and a reply spell it. The builder spends `trade_input` and
-    `source_output` and re-creates the pool from `template`; the gate recognises them by
-    identity; `wire` splices the JSON pieces."""
+    `source_output` and re-creates the pool from `template`; the gate holds the transaction to
+    them; `wire` splices the JSON text."""
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
-    leg_buy: bytes  # `wire.leg_pieces`: a buying leg's opening, a selling leg's, the middle
+    leg_buy: bytes  # `wire.leg_templates`: its leg object buying and selling, numbers as %d
     leg_sell: bytes
-    leg_mid: bytes
 
 
 def encode(pool: Pool) -> PoolEncoding:
@@ -49,7 +48,7 @@ def encode(pool: Pool) -> PoolEncoding:
     token = TokenData(category, pool.tokens) if pool.tokens else None
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
-    buy, sell, mid = leg_pieces(pool)
+    buy, sell = leg_templates(pool)
     return PoolEncoding(
         pool,
         TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
@@ -58,7 +57,6 @@ def encode(pool: Pool) -> PoolEncoding:
         source_output_bytes(source),
         buy,
         sell,
-        mid,
     )
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 from bch.encoding import compact_size_len
 from bch.policy import MAX_STANDARD_TX_SIZE, dust_threshold
@@ -256,9 +255,9 @@ def _refuse_spent_pools(book: PoolBook, q: Quote, usable: Sequence[FundingInput]
     for f in usable:
         key = (f.outpoint.txid_hex, f.outpoint.index)
         for token in tokens:
-            if book.find(token, key) is not None and f.outpoint in map(
-                _outpoint_of, map(_trade_input_of, q.encodings)
-            ):
+            if book.find(token, key) is not None and f.outpoint in [
+                e.trade_input.outpoint for e in q.encodings
+            ]:
                 raise bad_request(
                     f"funding[{f.index}] is pool {f.outpoint}, which this trade spends"
                 )
@@ -282,21 +281,13 @@ def _assemble(
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
     pools = asm.q.encodings
-    inputs = (*map(_trade_input_of, pools), *[TxInput(f.outpoint) for f in selected])
-    sources = (*map(_source_of, pools), *[f.output for f in selected])
+    inputs = [e.trade_input for e in pools] + [TxInput(f.outpoint) for f in selected]
+    sources = tuple([e.source_output for e in pools] + [f.output for f in selected])
     # The pools' outputs as their templates' bytes (no objects unless something asks);
     # serialized once, and size, hex and the gate reuse the bytes and the integers.
-    templates = tuple(map(_template_of, pools))
+    templates = [e.template for e in pools]
     tx = TemplatedTransaction(inputs, templates, asm.sats_after, asm.tokens_after, outputs)
     return tx, sources
-
-
-# The pools' encodings (`router.book.PoolEncoding`), read over every leg: C-level maps.
-_outpoint_of = attrgetter("outpoint")
-_value = attrgetter("value")
-_source_of = attrgetter("source_output")
-_trade_input_of = attrgetter("trade_input")
-_template_of = attrgetter("template")
 
 
 def build(
@@ -343,7 +334,7 @@ def build(
         raise route_failed("could not fit the trade and its funding in one standard transaction")
     n_pools = len(q.columns()[0])
     inputs_to_sign = tuple(range(n_pools, n_pools + len(selected)))
-    fee_paid = sum(map(_value, sources)) - gate.output_total(tx)
+    fee_paid = sum([o.value for o in sources]) - gate.output_total(tx)
     q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
     gate.enforce(
         tx,

@@ -25,8 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, floordiv, ge, is_, mul, sub
 from typing import cast
 
 from bch.encoding import compact_size
@@ -141,18 +139,6 @@ def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transac
 
 
 _encoded = TxInput.encode
-_value = attrgetter("value")
-_token_of = attrgetter("token")
-_spent_txid_of = attrgetter("outpoint.txid")  # one C-level getter for both steps
-_nft_of = attrgetter("nft")
-_category_of = attrgetter("category")
-_amount_of = attrgetter("amount")
-_template_category_of = attrgetter("template.category")
-_tokens_of = attrgetter("tokens")
-_sats_of = attrgetter("sats")
-_trade_input_of = attrgetter("trade_input")
-_source_output_of = attrgetter("source_output")
-_template_of = attrgetter("template")
 
 
 def _token_totals(
@@ -161,24 +147,21 @@ def _token_totals(
     """Fungible amounts per category; any NFT, or a 0xef-led bytecode without token data (a
     malformed prefix), is a problem: the router never moves either. `outputs[0]` is the
     side's output (or input) number `start`."""
-    tokens = list(map(_token_of, outputs))
+    tokens = [o.token for o in outputs]
     present = [t for t in tokens if t is not None]
-    if present and not any(map(_nft_of, present)):
+    with_nft = [t for t in present if t.nft is not None]
+    if present and not with_nft:
         # One category and no NFT (a router's pools, the bought tokens, BCH beside them):
-        # the sum without a Python-level step per output, and only the few token-less
-        # outputs looked at for a malformed prefix.
-        categories = list(map(_category_of, present))
+        # one sum, and only the token-less outputs looked at for a malformed prefix.
+        categories = [t.category for t in present]
         first = categories[0]
         if categories.count(first) == len(categories):
-            absent = list(map(is_, tokens, repeat(None)))  # no `==`: TokenData's is Python
-            j = -1
-            for _ in range(len(tokens) - len(present)):
-                j = absent.index(True, j + 1)
+            for j in [j for j, token in enumerate(tokens) if token is None]:
                 if outputs[j].locking[:1] == _TOKEN_PREFIX:
                     found.append(
                         f"{side} {start + j}: bytecode starts with 0xef but carries no token data"
                     )
-            return {first: sum(map(_amount_of, present))}
+            return {first: sum([t.amount for t in present])}
     totals: dict[bytes, int] = {}
     get = totals.get
     for j, o in enumerate(outputs, start):
@@ -228,12 +211,13 @@ def _token_problems(
     n = len(pools) if pools is not None else 0
     category = None
     if pools is not None and n and isinstance(tx, TemplatedTransaction):
-        categories = set(map(_template_category_of, encodings))
+        categories = {e.template.category for e in encodings}
         if len(categories) == 1:
             category = categories.pop()
     if category is not None and isinstance(tx, TemplatedTransaction):
         rest_in = _token_totals(source_outputs[n:], "input", found, n)
-        inputs = _after_first(category, sum(map(_tokens_of, cast(Sequence[Pool], pools))), rest_in)
+        pool_tokens = sum([pool.tokens for pool in cast(Sequence[Pool], pools)])
+        inputs = _after_first(category, pool_tokens, rest_in)
         rest_out = _token_totals(tx.rest, "output", found, n)
         outputs = _after_first(category, sum(tx.amounts), rest_out)
     else:
@@ -247,7 +231,7 @@ def _token_problems(
     # A category is its genesis input's txid: no input's txid among them (32-byte hashes, so
     # the rule's case), nothing to look at input by input.
     categories = inputs.keys() | outputs.keys()
-    if categories and not categories.isdisjoint(map(_spent_txid_of, tx.inputs)):
+    if categories and not categories.isdisjoint([txin.outpoint.txid for txin in tx.inputs]):
         for txin in tx.inputs:
             outpoint = txin.outpoint
             if outpoint.index == 0 and (outpoint.txid in inputs or outpoint.txid in outputs):
@@ -261,7 +245,7 @@ def output_total(tx: Transaction) -> int:
     """Sats of every output (a templated transaction's from its integers)."""
     if isinstance(tx, TemplatedTransaction):
         return tx.output_value()
-    return sum(map(_value, tx.outputs))
+    return sum([o.value for o in tx.outputs])
 
 
 def _templated_pools_clean(
@@ -271,26 +255,25 @@ def _templated_pools_clean(
     encodings: Sequence[PoolEncoding],
 ) -> Sequence[Pool] | None:
     """The legs' pools when the pool checks of `problems` have nothing to report about `tx`
-    (else None: the caller runs them one by one on `tx.outputs`), decided in integer passes
-    over the legs, each a C-level map: input i is pool i's own trade input and spends pool
-    i's own output (identities with its `encodings`), output i is pool i's own template (its
-    bytecode and category, no NFT) filled with exactly the leg's state, and that state, as
-    the transaction holds it, passes the contract predicate (the same integer expressions as
-    `is_valid_pool_transition`) and keeps ≥ 1 token and the reserve."""
+    (else None: the caller runs them one by one on `tx.outputs`), decided column by column:
+    input i is pool i's own trade input and spends pool i's own output, output i is pool i's
+    own template (its bytecode and category, no NFT) filled with exactly the leg's state
+    (all as its `encodings` hold them), and that state passes the contract predicate and
+    keeps ≥ 1 token and the reserve."""
     pools, sats_after, tokens_after = routed
-    if tx.values != sats_after or tx.amounts != tokens_after:
+    n = len(pools)
+    if tx.values != sats_after or tx.amounts != tokens_after or len(encodings) != n:
         return None  # not exactly the routed states
-    if not pools:
+    if not n:
         return pools
-    if not (
-        all(map(is_, tx.inputs, map(_trade_input_of, encodings)))
-        and all(map(is_, source_outputs, map(_source_output_of, encodings)))
-        and all(map(is_, tx.templates, map(_template_of, encodings)))
-        and len(encodings) == len(pools)
+    if (
+        list(tx.inputs[:n]) != [e.trade_input for e in encodings]
+        or list(source_outputs[:n]) != [e.source_output for e in encodings]
+        or list(tx.templates) != [e.template for e in encodings]
     ):
         return None
-    before_sats = list(map(_sats_of, pools))
-    before_tokens = list(map(_tokens_of, pools))
+    before_sats = [pool.sats for pool in pools]
+    before_tokens = [pool.tokens for pool in pools]
     if (
         min(before_tokens) < 1
         or min(tokens_after) < 1
@@ -298,20 +281,30 @@ def _templated_pools_clean(
         or max(sats_after) > MAX_SATS
     ):
         return None  # a token-less pool output, or an amount no output holds
-    # The predicate, leg by leg: (sats − fee)·tokens ≥ the pool's k, fee = |ΔX|·3 // 1000.
-    fees = map(
-        floordiv,
-        map(mul, map(abs, map(sub, sats_after, before_sats)), repeat(LP_FEE_NUM)),
-        repeat(LP_FEE_DEN),
-    )
-    kept = map(mul, map(sub, sats_after, fees), tokens_after)
-    if not all(map(ge, kept, map(mul, before_sats, before_tokens))):
+    if not _predicate_holds(before_sats, before_tokens, sats_after, tokens_after):
         return None
     if min(sats_after) < _MOST_RESERVE and any(  # no reserve exceeds the widest
         sats < pool_reserve(tokens) for sats, tokens in zip(sats_after, tokens_after, strict=True)
     ):
         return None
     return pools
+
+
+def _predicate_holds(
+    before_sats: Sequence[int],
+    before_tokens: Sequence[int],
+    after_sats: Sequence[int],
+    after_tokens: Sequence[int],
+) -> bool:
+    """The contract predicate for every leg (`is_valid_pool_transition` less its range checks,
+    which the caller makes): (sats − fee)·tokens ≥ sats_before·tokens_before, fee =
+    |Δsats|·3 // 1000."""
+    failing = [
+        x1
+        for x0, t0, x1, t1 in zip(before_sats, before_tokens, after_sats, after_tokens, strict=True)
+        if (x1 - abs(x1 - x0) * LP_FEE_NUM // LP_FEE_DEN) * t1 < x0 * t0
+    ]
+    return not failing
 
 
 def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:
@@ -439,7 +432,7 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     # Miner fee within [asked rate, asked rate + overpay band] of the worst-case signed size.
     signed = worst_case_signed(tx, funding)
     size = signed.size()
-    paid = sum(map(_value, source_outputs)) - output_total(tx)
+    paid = sum([o.value for o in source_outputs]) - output_total(tx)
     floor = max(min_relay_fee(size, MIN_RELAY_FEE_PER_KB), miner_fee(size, exp.fee_per_kb))
     ceiling = miner_fee(size, exp.fee_per_kb) + exp.overpay_band()
     if paid < floor:

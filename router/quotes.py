@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import chain
-from operator import attrgetter, truediv
 
 from bch.encoding import compact_size_len
 from bch.policy import dust_threshold
@@ -70,10 +69,6 @@ class RouteKind(StrEnum):
     SINGLE = "single"  # one pool (BCH↔token)
     SPLIT = "split"  # several pools of one token (BCH↔token)
     TWO_HOP = "two_hop"  # token→token: sell A for BCH in A's pools, buy B in B's pools
-
-
-_pool_sats = attrgetter("sats")
-_pool_tokens = attrgetter("tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +140,9 @@ class Quote:
         post: list[float] = []
         for hop in self.hops:
             pick = min if hop.direction is Direction.BUY else max
-            pools, sats, tokens = hop.columns()  # the same quotients, each map a C loop
-            pre.append(pick(map(truediv, map(_pool_sats, pools), map(_pool_tokens, pools))))
-            post.append(pick(map(truediv, sats, tokens)))
+            pools, sats, tokens = hop.columns()
+            pre.append(pick([pool.sats / pool.tokens for pool in pools]))
+            post.append(pick([x / t for x, t in zip(sats, tokens, strict=True)]))
         if len(self.hops) == 2:  # sell A (hop 0) then buy B (hop 1)
             return pre[1] / pre[0], post[1] / post[0]
         return pre[0], post[0]

@@ -4,16 +4,15 @@ results (`Quote`, `BuildResult`, `Pool`, `RouterError`) to JSON bytes or JSON-re
 The `*_doc` functions are the plain forms (dicts); the `*_bytes` functions are what the daemon
 sends and are held byte-equal to `orjson.dumps` of the plain forms (`tests/router/
 test_columns_match_legs.py`, `test_templated.py`). A 350-leg reply would spend most of its time
-building and walking per-leg dicts, so the bytes are spliced from each pool's constant pieces
-(`leg_pieces`, `source_output_bytes`, which the book keeps per pool: `router.book.Encodings`)
-around the legs' numbers, each column of numbers written by one orjson call.
+building and walking per-leg dicts, so the bytes come from each pool's constant text, which the
+book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
+(`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
+filled for a whole route by one `%`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
-from operator import attrgetter, floordiv, mul, sub, truediv
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,14 +27,6 @@ if TYPE_CHECKING:
     from router.book import PoolEncoding
     from router.build import BuildResult
     from router.quotes import Quote, RouterFee
-
-_sats_of = attrgetter("sats")
-_tokens_of = attrgetter("tokens")
-_leg_buy_of = attrgetter("leg_buy")
-_leg_sell_of = attrgetter("leg_sell")
-_leg_mid_of = attrgetter("leg_mid")
-_source_json_of = attrgetter("source_json")
-_source_output_of = attrgetter("source_output")
 
 
 # --- daemon frames ---------------------------------------------------------------------------
@@ -136,106 +127,73 @@ def leg_doc(leg: Leg) -> dict[str, Any]:
     }
 
 
-def leg_pieces(pool: Pool) -> tuple[bytes, bytes, bytes]:
-    """The pool's constant pieces of a leg's object as `columns_json_bytes` splices them: the
-    opening up to `amount_in`'s value for a buying leg and for a selling one, and the piece
-    from after `lp_fee`'s value up to `sats_after`'s. Ids are validated lowercase hex and the
-    rest are integers, so nothing needs escaping."""
+def leg_templates(pool: Pool) -> tuple[bytes, bytes]:
+    """The pool's leg object as orjson writes `leg_doc`, buying and selling, with `%d` in place
+    of its five numbers (amount_in, amount_out, lp_fee, sats_after, tokens_after): a route's
+    legs are their pools' templates joined and filled by one `%` (`legs_json_bytes`). Ids are
+    validated lowercase hex and the rest are integers, so nothing needs escaping and no `%`
+    is in the constant text."""
     head = (
         f'{{"txid":"{pool.txid}","tx_pos":{pool.vout},"owner_pkh":"{pool.owner_pkh.hex()}",'
         f'"token_id":"{pool.token_id}","direction":"'
     )
-    middle = f'"sats_before":"{pool.sats}","tokens_before":"{pool.tokens}",'
-    return (
-        f'{head}buy","amount_in":"'.encode(),
-        f'{head}sell","amount_in":"'.encode(),
-        f'",{middle}"sats_after":"'.encode(),
+    tail = (
+        '","amount_in":"%d","amount_out":"%d","lp_fee":"%d",'
+        f'"sats_before":"{pool.sats}","tokens_before":"{pool.tokens}",'
+        '"sats_after":"%d","tokens_after":"%d"}'
     )
+    return f"{head}buy{tail}".encode(), f"{head}sell{tail}".encode()
 
 
-# A leg's JSON object in twelve pieces, the odd ones its numbers' digits and the separator:
-# opening (the pool's `leg_pieces`, by direction), amount_in, these, amount_out, these,
-# lp_fee, the middle (the pool's), sats_after, these, tokens_after, these, "," (or "]").
-_LEG_PIECES = [
-    b"",
-    b"",
-    b'","amount_out":"',
-    b"",
-    b'","lp_fee":"',
-    b"",
-    b"",
-    b"",
-    b'","tokens_after":"',
-    b"",
-    b'"}',
-    b",",
-]
-
-
-def _digits(numbers: Sequence[int]) -> list[bytes]:
-    """Each integer's decimal digits, as `str` writes them: orjson writes the list in one C
-    call (a third of the cost of `str` on each), then one split."""
-    return orjson.dumps(numbers)[1:-1].split(b",")
-
-
-def columns_json_bytes(
+def legs_json_bytes(
     columns: Columns,
     direction: Direction,
     encodings: Sequence[PoolEncoding],
     amounts: tuple[Sequence[int], Sequence[int]] | None = None,
-) -> tuple[list[bytes], float, float] | None:
-    """The legs' JSON objects (`leg_doc`'s, as orjson writes them) when every leg trades in
-    `direction`: their pieces, each object followed by b"," (b"".join of them, less the
-    last comma, is the array's inside), and the prices `Quote.prices` takes from a hop of
-    these legs (least pre- and post-trade sats per token buying, greatest selling).
-    `encodings` are the pools' (`leg_pieces` among them). Every pass is C-level (maps, one
-    orjson call per column of numbers, slice assignments): no Python step per leg. None when
-    there are no legs or some leg goes the other way. `amounts` (the hop's `Hop.amounts`,
-    what the columns were made from) spares recomputing them."""
+) -> tuple[bytes, float, float] | None:
+    """The legs' JSON objects (`leg_doc`'s, as orjson writes them) joined by commas, when every
+    leg trades in `direction`, and the prices `Quote.prices` takes from a hop of these legs
+    (least pre- and post-trade sats per token buying, greatest selling). `encodings` are the
+    pools' (their `leg_templates`); `amounts` (the hop's `Hop.amounts`, what the columns were
+    made from) spares recomputing them. None when there are no legs or some leg goes the
+    other way."""
     pools, sats, tokens = columns
     n = len(pools)
     if not n:
         return None
-    buying = direction is Direction.BUY
     ins: Sequence[int]
     outs: Sequence[int]
-    before = list(map(_sats_of, pools))
-    held = list(map(_tokens_of, pools))
-    if amounts is None:
-        if buying:
-            ins, outs = list(map(sub, sats, before)), list(map(sub, held, tokens))
-        else:
-            ins, outs = list(map(sub, tokens, held)), list(map(sub, before, sats))
-    else:
+    buying = direction is Direction.BUY
+    if amounts is not None:
         ins, outs = amounts
+    elif buying:
+        ins = [x - pool.sats for pool, x in zip(pools, sats, strict=True)]
+        outs = [pool.tokens - t for pool, t in zip(pools, tokens, strict=True)]
+    else:
+        ins = [t - pool.tokens for pool, t in zip(pools, tokens, strict=True)]
+        outs = [pool.sats - x for pool, x in zip(pools, sats, strict=True)]
     # Buying, a leg is a purchase when sats go in (`Leg.direction`); selling, when none do.
     if buying:
         if min(ins) < 1:
             return None
-        heads = list(map(_leg_buy_of, encodings))
-        fees = ins
-        pick = min
+        templates = [e.leg_buy for e in encodings]
+        sats_moved, pick = ins, min
     else:
         if min(outs) < 0:  # sats after above sats before
             return None
-        heads = list(map(_leg_sell_of, encodings))
-        fees = outs
-        pick = max
-    fees = list(map(floordiv, map(mul, fees, repeat(LP_FEE_NUM)), repeat(LP_FEE_DEN)))
-    parts = _LEG_PIECES * n
-    parts[0::12] = heads
-    parts[6::12] = map(_leg_mid_of, encodings)
-    try:
-        parts[1::12] = _digits(ins)
-        parts[3::12] = _digits(outs)
-        parts[5::12] = _digits(fees)
-        parts[7::12] = _digits(sats)
-        parts[9::12] = _digits(tokens)
-    except orjson.JSONEncodeError:  # beyond 64 bits (no pool's): the plain way
-        return None
-    # The pre-trade prices as `Quote.prices` takes them (a token-less pool raises
+        templates = [e.leg_sell for e in encodings]
+        sats_moved, pick = outs, max
+    numbers: list[int] = [0] * (5 * n)  # leg by leg, in the templates' order
+    numbers[0::5] = ins
+    numbers[1::5] = outs
+    numbers[2::5] = [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]  # `lp_fee`
+    numbers[3::5] = sats
+    numbers[4::5] = tokens
+    text = b",".join(templates) % tuple(numbers)
+    # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
-    return parts, pick(map(truediv, before, held)), pick(map(truediv, sats, tokens))
+    pre = pick([pool.sats / pool.tokens for pool in pools])
+    return text, pre, pick([x / t for x, t in zip(sats, tokens, strict=True)])
 
 
 # --- quotes ----------------------------------------------------------------------------------
@@ -257,35 +215,30 @@ def quote_doc(q: Quote) -> dict[str, Any]:
 
 def quote_bytes(q: Quote) -> bytes:
     """`orjson.dumps(quote_doc(q))`, with the legs written straight to JSON and the prices
-    taken with them (`columns_json_bytes`): what the daemon sends."""
+    taken with them (`legs_json_bytes`): what the daemon sends."""
     return orjson.dumps(_route_spliced(q))
 
 
 def _route_spliced(q: Quote) -> dict[str, Any]:
     """`quote_doc(q)` with the legs as one `orjson.Fragment`, for a document that holds the
     quote (`build_bytes`): the legs' text is then copied once, into the document's bytes."""
-    parts: list[bytes] = []
+    texts: list[bytes] = []
     pre: list[float] = []
     post: list[float] = []
     start = 0
     for hop in q.hops:
         columns = hop.columns()
         end = start + len(columns[0])
-        made = columns_json_bytes(columns, hop.direction, q.encodings[start:end], hop.amounts())
+        made = legs_json_bytes(columns, hop.direction, q.encodings[start:end], hop.amounts())
         start = end
         if made is None:
             break  # no legs, or not all of them going the hop's way: the plain way below
-        if parts:
-            parts += made[0]
-        else:  # the first hop's pieces (a fresh list) taken as they are
-            parts = made[0]
+        texts.append(made[0])
         pre.append(made[1])
         post.append(made[2])
     else:
-        if parts:  # (a quote has hops; otherwise the plain way below)
-            parts[0] = b"[" + parts[0]  # the brackets on the end pieces: one join
-            parts[-1] = b"]"  # the last object's separator
-            legs = orjson.Fragment(b"".join(parts))
+        if texts:  # (a quote has hops; otherwise the plain way below)
+            legs = orjson.Fragment(b"[" + b",".join(texts) + b"]")
             if len(q.hops) == 2:  # as `Quote.prices`: sell A (hop 0) then buy B (hop 1)
                 return _route(q, legs, (pre[1] / pre[0], post[1] / post[0]))
             return _route(q, legs, (pre[0], post[0]))
@@ -354,10 +307,10 @@ def _sources_bytes(result: BuildResult) -> bytes:
     encodings = result.route.encodings
     n = len(encodings)
     sources = result.source_outputs
-    if list(map(_source_output_of, encodings)) == list(sources[:n]):
+    if [e.source_output for e in encodings] == list(sources[:n]):
         # Every pool input spends the pool's own output (what `build` makes, the same
         # objects, so `==` answers by identity): its entry comes made, one C-level map.
-        parts = list(map(_source_json_of, encodings))
+        parts = [e.source_json for e in encodings]
     else:
         parts = [
             e.source_json if o == e.source_output else source_output_bytes(o)

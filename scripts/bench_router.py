@@ -1,6 +1,8 @@
 """Benchmark of the router daemon over a 20,000-pool snapshot.
 
     .venv/bin/python scripts/bench_router.py [--requests 200] [--seconds 3] [--json out.json]
+    .venv/bin/python scripts/bench_router.py --inprocess-only      # in-process tx.build p50s
+    .venv/bin/python scripts/bench_router.py --repeat-build LEGS N  # N builds, for valgrind
 
 The snapshot (built directly as a `PoolSnapshot`, deterministic): 200 tokens, one with 2,000
 pools, the others 90–91 each (20,000 pools), reserves and prices spread ±10 %. The router serves it
@@ -31,6 +33,7 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +49,13 @@ from bch.tx import OutPoint
 from bch.wallet import Wallet
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from router import wire
+from router.book import LiveBook
 from router.build import build
 from router.daemon import DaemonConfig
-from router.params import RouterConfig, parse_build_params
+from router.errors import RouterError
+from router.params import RouterConfig, parse_build_params, parse_quote_params
+from router.pools import PoolBook
+from router.quotes import quote
 from router.service import RouterServer, start_router
 
 USER = Wallet.from_seed("bench router: user")
@@ -326,15 +333,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
-    """Only the in-process `tx.build` p50 at about 1, 10, 100 and 350 pools (no socket, no
-    daemon): seconds per run, so two trees can be alternated within a minute."""
-    from router.book import LiveBook
-    from router.errors import RouterError
-    from router.params import parse_quote_params
-    from router.quotes import quote
-
-    snap = make_snapshot()
+def _inprocess_setup(snap: PoolSnapshot) -> tuple[PoolBook, RouterConfig, Callable[[int], int]]:
+    """The book of `snap`, the bench's config, and the pool count of a BCH amount's route."""
     book = LiveBook(snap).current()
     config = RouterConfig(fee_bps=10, fee_address=FEE.token_address)
 
@@ -345,12 +345,25 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
         except RouterError:
             return 10**9
 
+    return book, config, pools_for
+
+
+def _amount_touching(pools_for: Callable[[int], int], legs: int) -> int:
+    """A BCH amount whose route touches about `legs` pools (bisection, in process)."""
+    lo, hi = 1_000, 10**12
+    while hi / lo > 1.02:
+        mid = int((lo * hi) ** 0.5)
+        lo, hi = (mid, hi) if pools_for(mid) < legs else (lo, mid)
+    return hi
+
+
+def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
+    """Only the in-process `tx.build` p50 at about 1, 10, 100 and 350 pools (no socket, no
+    daemon): seconds per run, so two trees can be alternated within a minute."""
+    book, config, pools_for = _inprocess_setup(make_snapshot())
     rows = []
     for legs in (1, 10, 100, 350):
-        lo, hi = 1_000, 10**12
-        while hi / lo > 1.02:
-            mid = int((lo * hi) ** 0.5)
-            lo, hi = (mid, hi) if pools_for(mid) < legs else (lo, mid)
+        hi = _amount_touching(pools_for, legs)
         params = order(hi)
         for _ in range(20):  # warm the book's per-token caches
             wire.build_bytes(build(book, parse_build_params(params, config), config))
@@ -365,6 +378,17 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
     return {"machine": platform.platform(), "inprocess": rows}
 
 
+def repeat_build(legs: int, times: int) -> None:
+    """The in-process `tx.build` of the order touching about `legs` pools, `times` times after
+    20 warm-up builds, on the 2,000-pool token alone (the orders touch no other), printing
+    nothing: for a counter outside the process, such as valgrind's instruction count (per
+    build: the difference of two runs over the difference of their `times`)."""
+    book, config, pools_for = _inprocess_setup(make_snapshot(2000, 0))
+    params = order(_amount_touching(pools_for, legs))
+    for _ in range(20 + times):
+        wire.build_bytes(build(book, parse_build_params(params, config), config))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=200)
@@ -375,7 +399,17 @@ if __name__ == "__main__":
         action="store_true",
         help="only the in-process tx.build p50s (seconds; for A/B runs of two trees)",
     )
+    parser.add_argument(
+        "--repeat-build",
+        nargs=2,
+        type=int,
+        metavar=("LEGS", "TIMES"),
+        help="only build the LEGS-pool order TIMES times, printing nothing (for valgrind)",
+    )
     ns = parser.parse_args()
+    if ns.repeat_build:
+        repeat_build(*ns.repeat_build)
+        sys.exit(0)
     result = inprocess_only(ns) if ns.inprocess_only else asyncio.run(main(ns))
     if ns.json:
         Path(ns.json).write_text(json.dumps(result, indent=2))

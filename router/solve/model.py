@@ -8,7 +8,7 @@ import math
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from operator import add, gt, sub
+from operator import gt
 from typing import NamedTuple
 
 import numpy as np
@@ -24,7 +24,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
-from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop, _sats_of, _tokens_of
+from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop
 from router.pools import (
     Pool,
     PoolBook,
@@ -546,17 +546,18 @@ class _Model:
 
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
-        after), with its totals and pool bytes, every pass a C-level map: the `Leg` objects
-        are made only if something asks (`Hop.legs`); `tests/router/test_fast_paths.py`
-        holds them equal to `reference.plain_leg`'s."""
+        after), with its totals and pool bytes: the `Leg` objects are made only if something
+        asks (`Hop.legs`); `tests/router/test_fast_paths.py` holds them equal to
+        `reference.plain_leg`'s."""
         indices, xs, ys = chosen
-        pools = tuple(map(self.pools.__getitem__, indices))
+        model_pools = self.pools
+        pools = tuple([model_pools[i] for i in indices])
         if self.direction is Direction.BUY:
-            sats = tuple(map(add, map(_sats_of, pools), xs))
-            tokens = tuple(map(sub, map(_tokens_of, pools), ys))
+            sats = tuple([p.sats + x for p, x in zip(pools, xs, strict=True)])
+            tokens = tuple([p.tokens - y for p, y in zip(pools, ys, strict=True)])
         else:
-            sats = tuple(map(sub, map(_sats_of, pools), ys))
-            tokens = tuple(map(add, map(_tokens_of, pools), xs))
+            sats = tuple([p.sats - y for p, y in zip(pools, ys, strict=True)])
+            tokens = tuple([p.tokens + x for p, x in zip(pools, xs, strict=True)])
         # The narrowest width's size for every leg, plus each step up for the legs past it.
         size = len(tokens) * _TRADE_BY_WIDTH[0]
         most = max(tokens, default=0)

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from bch.policy import dust_threshold, min_relay_fee, standardness_errors, token_burns
-from bch.token import TokenData
-from bch.tx import OutPoint, Transaction, TxInput, TxOutput, hex_to_hash
-from protocols.cauldron.formulas import PoolState, is_valid_pool_transition
+from bch.token import MAX_TOKEN_AMOUNT, TokenData
+from bch.tx import MAX_SATS, OutPoint, Transaction, TxInput, TxOutput, hex_to_hash
+from protocols.cauldron.formulas import PoolState, is_valid_pool_transition, lp_fee
 from router import gate
 from router.build import BuildResult, build
 from router.errors import ErrorCode, RouterError
@@ -40,6 +40,38 @@ from tests.router.helpers import (
 )
 
 FEE = RouterConfig(fee_bps=10, fee_address=FEE_WALLET.token_address)
+
+
+# --- the contract predicate over columns -----------------------------------------------------
+
+
+@st.composite
+def _transitions(draw: st.DrawFn) -> tuple[PoolState, PoolState]:
+    """A pool and a state after a trade at the predicate's edge: the fewest tokens the
+    contract accepts for the new sats, give or take two."""
+    sats = draw(st.integers(1, MAX_SATS))
+    tokens = draw(st.integers(1, MAX_TOKEN_AMOUNT))
+    after_sats = draw(st.integers(0, MAX_SATS))
+    kept = after_sats - lp_fee(sats, after_sats)
+    least = -(-sats * tokens // kept) if kept > 0 else MAX_TOKEN_AMOUNT
+    after_tokens = min(MAX_TOKEN_AMOUNT, max(1, least + draw(st.integers(-2, 2))))
+    return PoolState(sats, tokens), PoolState(after_sats, after_tokens)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_transitions(), min_size=1, max_size=6))
+def test_the_predicate_over_columns_is_the_contracts(
+    legs: list[tuple[PoolState, PoolState]],
+) -> None:
+    expected = all(is_valid_pool_transition(before, after) for before, after in legs)
+    event(f"valid: {expected}")
+    got = gate._predicate_holds(
+        [before.sats for before, _ in legs],
+        [before.tokens for before, _ in legs],
+        [after.sats for _, after in legs],
+        [after.tokens for _, after in legs],
+    )
+    assert got == expected
 
 
 # --- invariants over random builds -----------------------------------------------------------
