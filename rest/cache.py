@@ -33,6 +33,12 @@ class RawJson:
     gzipped: bytes | None = None
 
 
+def json_array(items: Sequence[bytes]) -> bytes:
+    """The JSON array of items already serialised: the bytes `orjson.dumps` gives the list
+    (compact, no spaces), so an answer made of kept rows is the answer computed anew."""
+    return b"[" + b",".join(items) + b"]"
+
+
 @dataclass(slots=True)
 class Entry:
     tip: IndexVersion
