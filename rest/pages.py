@@ -14,9 +14,9 @@ computed for: a new block extends them from the last anchor (the new rows only);
 anchors' tip is no longer in the chain) drops them, and they are built again on demand.
 
 Rows are kept too: a row's rank names it as long as the anchors stand, so the JSON of each row
-a page showed is kept by rank (`keep`, up to `MAX_ROWS` rows across listings, oldest first
-out) and a page whose rows are all kept is answered from memory (`ready`), with no read. A
-reorg drops a listing's rows with its anchors.
+a page showed is kept by rank (`keep`, up to `MAX_ROWS` rows across listings, in runs of
+`ROWS_PER_CHUNK` ranks, the oldest runs first out) and a page whose rows are all kept is
+answered from memory (`ready`), with no read. A reorg drops a listing's rows with its anchors.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import aiosqlite
 
@@ -35,6 +36,7 @@ from rest.db import IndexVersion
 STRIDE = 512  # rows between anchors: the most a page skips
 MAX_LISTINGS = 256  # anchored listings kept (a filtered listing per token, say)
 MAX_ROWS = 20_000  # rows' JSON kept, across listings (~10 MB of trade rows)
+ROWS_PER_CHUNK = 64  # rows are kept by runs of ranks: a page reads a run or two
 
 _serials = itertools.count()
 
@@ -58,7 +60,8 @@ class Anchors:
         self.capacity = capacity
         self.max_rows = rows
         self._by_listing: OrderedDict[Listing, _Anchors] = OrderedDict()
-        self._rows: OrderedDict[tuple[int, int], bytes] = OrderedDict()  # (serial, rank) → JSON
+        # (serial, rank // ROWS_PER_CHUNK) → the JSON of those ranks' rows (None: not kept)
+        self._chunks: OrderedDict[tuple[int, int], list[bytes | None]] = OrderedDict()
 
     def ready(
         self, tip: IndexVersion, listing: Listing, offset: int, limit: int
@@ -68,12 +71,19 @@ class Anchors:
         if anchors is None or anchors.tip != tip:
             return None
         top = anchors.count - 1 - offset  # rank of the page's first row
-        rows, serial, out = self._rows, anchors.serial, []
-        for rank in range(top, max(top - limit, -1), -1):
-            row = rows.get((serial, rank))
-            if row is None:
+        bottom = max(top - limit + 1, 0)
+        out: list[bytes] = []
+        while top >= bottom:
+            c = top // ROWS_PER_CHUNK
+            chunk = self._chunks.get((anchors.serial, c))
+            if chunk is None:
                 return None
-            out.append(row)
+            first = c * ROWS_PER_CHUNK
+            part = chunk[max(bottom, first) - first : top - first + 1]
+            if None in part:
+                return None
+            out.extend(reversed(cast(list[bytes], part)))
+            top = first - 1
         return out
 
     def keep(self, tip: IndexVersion, listing: Listing, offset: int, page: Sequence[bytes]) -> None:
@@ -81,11 +91,15 @@ class Anchors:
         anchors = self._by_listing.get(listing)
         if anchors is None or anchors.tip != tip:
             return
-        top, serial, rows = anchors.count - 1 - offset, anchors.serial, self._rows
+        top, chunks = anchors.count - 1 - offset, self._chunks
         for i, row in enumerate(page):
-            rows[(serial, top - i)] = row
-        while len(rows) > self.max_rows:
-            rows.popitem(last=False)
+            c, at = divmod(top - i, ROWS_PER_CHUNK)
+            chunk = chunks.get((anchors.serial, c))
+            if chunk is None:
+                chunk = chunks[(anchors.serial, c)] = [None] * ROWS_PER_CHUNK
+            chunk[at] = row
+        while len(chunks) * ROWS_PER_CHUNK > self.max_rows:
+            chunks.popitem(last=False)
 
     async def seek(
         self, conn: aiosqlite.Connection, tip: IndexVersion, listing: Listing, offset: int
