@@ -17,12 +17,11 @@ import httpx
 import orjson
 
 from indexer.index import open_store
-from rest.app import create_app
 from rest.config import RestConfig
 from rest.pages import Anchors
 from rest.routes.lending import action, loan
 from rest.shapes import trade
-from tests.rest.conftest import check_response
+from tests.rest.conftest import app_and_client
 from tests.rest.test_pages import (
     CATEGORIES,
     add_blocks,
@@ -83,16 +82,8 @@ PATHS = [
 async def app_client(db: Path) -> AsyncIterator[httpx.AsyncClient]:
     """The app over `db` with small anchors, keeping every row it shows."""
     config = RestConfig(db_path=db, rate_limit=0, poll_interval=0.01, stale_after=0)
-    app = create_app(config)
-    app.state.ctx.anchors = Anchors(stride=STRIDE, rows=1_000_000)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://rest.test",
-            event_hooks={"response": [check_response]},
-        ) as client,
-    ):
+    async with app_and_client(config) as (app, client):
+        app.state.ctx.anchors = Anchors(stride=STRIDE, rows=1_000_000)
         yield client
 
 
