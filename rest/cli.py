@@ -7,17 +7,19 @@
                [--log-format auto|json|text] [--log-level LEVEL]
 
 `--workers N` processes share the listening socket (each an SQLite reader of the one index; a
-dead worker is restarted); `--nice N` runs them at a lower scheduling priority
-(`runtime.priority`). Once every worker accepts connections, one JSON line goes to stdout:
-`{"rest": "http://host:port", "db": PATH, "workers": N}`. Registered on the `ladle` command by
-`add_commands(subparsers)`.
+dead worker is restarted) and the rate limit's buckets (one limit per client for the whole
+server); `--nice N` runs them at a lower scheduling priority (`runtime.priority`). Once every
+worker accepts connections, one JSON line goes to stdout: `{"rest": "http://host:port", "db":
+PATH, "workers": N}`. Registered on the `ladle` command by `add_commands(subparsers)`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from rest.app import create_app
 from rest.chain_tip import electrum_tip
 from rest.config import DEFAULT_DB, DEFAULT_PORT, DEFAULT_RATE_LIMIT, RestConfig
 from rest.index_tokens import MAINNET_USD_FEED
+from rest.ratelimit import shared_table
 from runtime.logs import add_log_options, configure_logging
 from runtime.priority import add_nice_option, check_nice, set_nice
 from runtime.usage import EXIT_FAILURE, EXIT_USAGE
@@ -192,9 +195,11 @@ def _explorer_env(
     return env
 
 
-def app_from_args(args: argparse.Namespace) -> Starlette:
-    """The app of one worker process (built there: the configuration holds callables)."""
-    return create_app(config_from_args(args))
+def app_from_args(arg: tuple[argparse.Namespace, Path | None]) -> Starlette:
+    """The app of one worker process (built there: the configuration holds callables), with
+    the rate limit's bucket table every worker shares (None: no limit)."""
+    args, rate_table = arg
+    return create_app(replace(config_from_args(args), rate_table=rate_table))
 
 
 def cmd_rest(args: argparse.Namespace) -> int:
@@ -206,17 +211,18 @@ def cmd_rest(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level.upper())
     set_nice(args.nice)  # before the workers start: they inherit it
     try:
-        return serve_workers(
-            app_from_args,
-            args,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            name="REST",
-            announce=lambda url: {"rest": url, "db": str(args.db), "workers": args.workers},
-            log_format=args.log_format,
-            log_level=args.log_level,
-        )
+        with shared_table() if args.rate_limit else contextlib.nullcontext() as rate_table:
+            return serve_workers(
+                app_from_args,
+                (args, rate_table),
+                host=args.host,
+                port=args.port,
+                workers=args.workers,
+                name="REST",
+                announce=lambda url: {"rest": url, "db": str(args.db), "workers": args.workers},
+                log_format=args.log_format,
+                log_level=args.log_level,
+            )
     except OSError as exc:
         print(f"ladle: error: cannot serve on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -24,6 +24,9 @@ class RestConfig:
     db_path: Path | str = DEFAULT_DB  # stored as a Path
     # Requests per client per minute; 0 disables the limit.
     rate_limit: int = DEFAULT_RATE_LIMIT
+    # The bucket table file every worker of the server shares (`rest.ratelimit.shared_table`);
+    # None: this process's own.
+    rate_table: Path | None = None
     # Behind a reverse proxy, take the client from the first X-Forwarded-For address.
     trust_forwarded: bool = False
     cors_origins: tuple[str, ...] = ("*",)

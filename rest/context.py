@@ -33,7 +33,7 @@ from rest.mempool import MempoolOverlay
 from rest.metrics import Metrics
 from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
 from rest.pages import Anchors
-from rest.ratelimit import RateLimiter
+from rest.ratelimit import BucketTable, RateLimiter
 from rest.tokenlist import TokenTable
 
 Compute = Callable[[Snapshot], Awaitable[Any]]
@@ -101,7 +101,10 @@ class ApiContext:
                 sources.append(source)
         cache = ResponseCache(config.cache_entries, config.cache_bytes)
         candles = CandleStore(config.series_tokens)
-        limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
+        limiter = None
+        if config.rate_limit:
+            table = None if config.rate_table is None else BucketTable.open(config.rate_table)
+            limiter = RateLimiter(config.rate_limit, table)
         metrics = Metrics()
         metrics.follow(metrics.cache_hits, lambda: cache.hits)
         metrics.follow(metrics.cache_misses, lambda: cache.misses)

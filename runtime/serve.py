@@ -81,8 +81,16 @@ async def start_app(
     own = sock is None
     sock = bind(host, port) if sock is None else sock
     # log_config=None: uvicorn's records go through the root logger, in `runtime.logs`' format.
+    # proxy_headers=False: the client is the connection's peer, not what X-Forwarded-For says
+    # (uvicorn would believe it from any loopback peer); a service trusts a proxy only where
+    # it is told to (`ladle rest --trust-forwarded`).
     config = uvicorn.Config(
-        app, log_level=log_level, log_config=None, lifespan="on", access_log=False
+        app,
+        log_level=log_level,
+        log_config=None,
+        lifespan="on",
+        access_log=False,
+        proxy_headers=False,
     )
     server = _Embedded(config)
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))

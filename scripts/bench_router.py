@@ -39,6 +39,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _snapshots import BIG, make_snapshot
+
 from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
@@ -51,24 +53,6 @@ from router.service import RouterServer, start_router
 
 USER = Wallet.from_seed("bench router: user")
 FEE = Wallet.from_seed("bench router: fee")
-BIG = sha256(b"bench token 0").hex()
-
-
-def make_snapshot() -> PoolSnapshot:
-    pools = []
-    for t in range(200):
-        token = sha256(f"bench token {t}".encode()).hex()
-        n = 2000 if t == 0 else (91 if t <= 90 else 90)  # 2,000 + 18,000
-        for i in range(n):
-            h = int.from_bytes(sha256(f"{t}/{i}".encode())[:4], "big")
-            sats = 1_000_000 + h % 4_000_000
-            price = 50.0 * (0.9 + 0.2 * ((h >> 8) % 1000) / 1000)
-            op = OutPoint(sha256(f"pool {t}/{i}".encode()), i % 4)
-            pkh = sha256(f"owner {t}/{i}".encode())[:20]
-            pools.append(LivePool(op, op, pkh, token, sats, int(sats / price), 800_000))
-    snap = PoolSnapshot()
-    snap.replace_confirmed(pools, 800_000)
-    return snap
 
 
 def order(amount: int, tag: str = "0") -> dict[str, Any]:

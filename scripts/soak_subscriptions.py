@@ -3,14 +3,14 @@
     .venv/bin/python scripts/soak_subscriptions.py [--cycles 8] [--connections 100]
                                                    [--per-connection 100] [--seconds 1800]
 
-A router (`router.service.start_router`, as `ladle router` runs it) serves a 20,000-pool
-snapshot (shaped like scripts/bench_router.py's) in a child process on 127.0.0.1. Each cycle
-this process opens `--connections` WebSocket connections, subscribes `--per-connection`
-distinct `tx.subscribe` orders on each (10,000 by default, each routed and built: one group
-per order), lets one pool the routes use trade (every order is routed again and pushed),
-unsubscribes half of them and closes the connections with the rest still live. After every
-cycle, once the router holds no subscription or session and has had time to trim its heap
-(`router.daemon.TRIM_DELAY`), it reads the router's resident set size (VmRSS in /proc).
+A router (`router.service.start_router`, as `ladle router` runs it) serves the 20,000-pool
+snapshot of scripts/bench_router.py (`scripts/_snapshots.py`) in a child process on
+127.0.0.1. Each cycle this process opens `--connections` WebSocket connections, subscribes
+`--per-connection` distinct `tx.subscribe` orders on each (10,000 by default, each routed and
+built: one group per order), lets one pool the routes use trade (every order is routed again
+and pushed), unsubscribes half of them and closes the connections with the rest still live.
+After every cycle, once the router holds no subscription or session and has had time to trim
+its heap (`router.daemon.TRIM_DELAY`), it reads the router's resident set size (VmRSS in /proc).
 Memory must be flat after the first cycles (the warm-up: allocator pools, lazily built route
 models): `--max-growth-mb` bounds the growth from the end of the warm-up to the last cycle,
 and `--max-above-start-mb` the resident size after a cycle above the router's at start; the
@@ -36,33 +36,17 @@ from websockets.asyncio.client import ClientConnection, connect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _snapshots import BIG, make_snapshot  # noqa: E402
+
 from bch.hashes import sha256  # noqa: E402
 from bch.tx import OutPoint  # noqa: E402
 from bch.wallet import Wallet  # noqa: E402
-from indexer.snapshot import LivePool, PendingTx, PoolSnapshot  # noqa: E402
+from indexer.snapshot import LivePool, PendingTx  # noqa: E402
 from router.daemon import TRIM_DELAY, DaemonConfig  # noqa: E402
 from router.params import RouterConfig  # noqa: E402
 from router.service import start_router  # noqa: E402
 
 USER = Wallet.from_seed("soak subscriptions: user")
-BIG = sha256(b"soak token 0").hex()
-
-
-def make_snapshot(tokens: int = 200, big_pools: int = 2000, small_pools: int = 90) -> PoolSnapshot:
-    """Deterministic pools: one token with `big_pools`, the others `small_pools` each."""
-    pools = []
-    for t in range(tokens):
-        token = sha256(f"soak token {t}".encode()).hex()
-        for i in range(big_pools if t == 0 else small_pools):
-            h = int.from_bytes(sha256(f"{t}/{i}".encode())[:4], "big")
-            sats = 1_000_000 + h % 4_000_000
-            price = 50.0 * (0.9 + 0.2 * ((h >> 8) % 1000) / 1000)
-            op = OutPoint(sha256(f"pool {t}/{i}".encode()), i % 4)
-            pkh = sha256(f"owner {t}/{i}".encode())[:20]
-            pools.append(LivePool(op, op, pkh, token, sats, int(sats / price), 800_000))
-    snap = PoolSnapshot()
-    snap.replace_confirmed(pools, 800_000)
-    return snap
 
 
 def order(k: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,22 +42,37 @@ class BitcoindRpc:
         return f"http://{self.user}:{self.password}@{self.host}:{self.port}"
 
     def call(self, method: str, *params: Any) -> Any:
+        return _result(self._post({"jsonrpc": "1.0", "id": 1, "method": method, "params": params}))
+
+    def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Each call's result, in order, from one JSON-RPC batch; RpcError on the first error."""
+        replies = self._post(
+            [
+                {"jsonrpc": "1.0", "id": i, "method": method, "params": list(params)}
+                for i, (method, params) in enumerate(calls)
+            ]
+        )
+        return [_result(reply) for reply in sorted(replies, key=lambda r: int(r["id"]))]
+
+    def _post(self, body: object) -> Any:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        body = orjson.dumps({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
         try:
             conn.request(
                 "POST",
                 "/",
-                body,
+                orjson.dumps(body),
                 {"Authorization": f"Basic {token}", "Content-Type": "application/json"},
             )
-            reply = orjson.loads(conn.getresponse().read())
+            return orjson.loads(conn.getresponse().read())
         except ValueError as exc:  # an HTML error page while the node warms up
             raise RpcError(RPC_IN_WARMUP, f"unreadable reply: {exc}") from None
         finally:
             conn.close()
-        error = reply.get("error")
-        if error:
-            raise RpcError(int(error.get("code", 0)), str(error.get("message", "")))
-        return reply["result"]
+
+
+def _result(reply: Any) -> Any:
+    error = reply.get("error")
+    if error:
+        raise RpcError(int(error.get("code", 0)), str(error.get("message", "")))
+    return reply["result"]

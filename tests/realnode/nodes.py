@@ -8,9 +8,7 @@ BCHN is started with `-expire=0` because a build past its expiry date otherwise 
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import http.client
 import os
 import shutil
 import socket
@@ -25,6 +23,8 @@ from typing import Any
 import orjson
 
 from bch.wallet import Wallet
+from devnet.realnode.process import free_port
+from devnet.realnode.rpc import BitcoindRpc, RpcError
 
 RPC_USER = "ladle"
 RPC_PASSWORD = "realnode"  # loopback only, a throwaway datadir
@@ -61,20 +61,6 @@ def find_binaries() -> tuple[Binaries | None, str]:
     if bitcoind is None or fulcrum is None:
         return None, ", ".join(missing) + "; set LADLE_BITCOIND/LADLE_FULCRUM or PATH"
     return Binaries(bitcoind, fulcrum), ""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"bitcoind error {code}: {message}")
-        self.code = code
-        self.message = message
 
 
 @dataclass
@@ -142,57 +128,21 @@ class Bitcoind:
         return "\n".join(text.splitlines()[-lines:])
 
     def rpc(self, method: str, *params: Any) -> Any:
-        conn = http.client.HTTPConnection("127.0.0.1", self.rpc_port, timeout=60)
-        try:
-            auth = self._auth()
-            body = orjson.dumps({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-            conn.request(
-                "POST",
-                "/",
-                body,
-                {"Authorization": f"Basic {auth}", "Content-Type": "application/json"},
-            )
-            reply = orjson.loads(conn.getresponse().read())
-        except ValueError as exc:  # an HTML error page while warming up
-            raise RpcError(-28, f"unreadable reply: {exc}") from None
-        finally:
-            conn.close()
-        if reply.get("error"):
-            raise RpcError(int(reply["error"]["code"]), str(reply["error"]["message"]))
-        return reply["result"]
+        return self.client().call(method, *params)
 
     def rpc_batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
         """Each call's result, in order, from one JSON-RPC batch; RpcError on the first error."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.rpc_port, timeout=120)
-        try:
-            auth = self._auth()
-            body = orjson.dumps(
-                [
-                    {"jsonrpc": "1.0", "id": i, "method": m, "params": p}
-                    for i, (m, p) in enumerate(calls)
-                ]
-            )
-            conn.request(
-                "POST",
-                "/",
-                body,
-                {"Authorization": f"Basic {auth}", "Content-Type": "application/json"},
-            )
-            replies = sorted(orjson.loads(conn.getresponse().read()), key=lambda r: r["id"])
-        finally:
-            conn.close()
-        for reply in replies:
-            if reply.get("error"):
-                raise RpcError(int(reply["error"]["code"]), str(reply["error"]["message"]))
-        return [reply["result"] for reply in replies]
+        return self.client(timeout=120.0).batch(calls)
+
+    def client(self, timeout: float = 60.0) -> BitcoindRpc:
+        """The node's JSON-RPC, logged in as it is now (a cookie changes at every start)."""
+        login = self.cookie_file.read_text() if self.cookie else f"{RPC_USER}:{RPC_PASSWORD}"
+        user, _, password = login.strip().partition(":")
+        return BitcoindRpc("127.0.0.1", self.rpc_port, user, password, timeout)
 
     @property
     def cookie_file(self) -> Path:
         return self.datadir / "regtest" / ".cookie"
-
-    def _auth(self) -> str:
-        login = self.cookie_file.read_text() if self.cookie else f"{RPC_USER}:{RPC_PASSWORD}"
-        return base64.b64encode(login.strip().encode()).decode()
 
     @property
     def rpc_url(self) -> str:

@@ -64,10 +64,12 @@ class Rest:
 
 
 @asynccontextmanager
-async def ladle_rest(db: Path, workers: int = 2, nice: int = 0) -> AsyncIterator[Rest]:
+async def ladle_rest(
+    db: Path, workers: int = 2, nice: int = 0, rate_limit: int = 0
+) -> AsyncIterator[Rest]:
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "ladle", "rest", "--db", str(db), "--port", "0"),
-        *("--workers", str(workers), "--rate-limit", "0", "--stale-after", "0"),
+        *("--workers", str(workers), "--rate-limit", str(rate_limit), "--stale-after", "0"),
         *("--nice", str(nice)),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
@@ -172,6 +174,91 @@ async def test_connections_are_spread_over_the_workers(tmp_path: Path) -> None:
         finally:
             for _, writer in burst:
                 writer.close()
+
+
+async def test_the_rate_limit_is_one_for_all_workers(tmp_path: Path) -> None:
+    """A client gets `--rate-limit` requests a minute from the server, not from each worker:
+    a burst of connections spread over both workers passes the limit's burst and no more, and
+    a worker that replaces a killed one goes on with the same buckets (the parent's table
+    file, mapped by every worker and removed when the server stops). The client is the
+    connection's peer: an X-Forwarded-For of its own choosing (without --trust-forwarded)
+    gets it no other bucket."""
+    scenario = Scenario(seed=43)
+    scenario.next_block(actions=4)
+    db = tmp_path / "index.sqlite"
+    store = await open_store(db)
+    await apply_all(store, scenario.blocks)
+    await store.close()
+    limit = 3  # a minute: a token back every 20 s
+    async with ladle_rest(db, rate_limit=limit) as rest:
+        host, port = rest.url.removeprefix("http://").rsplit(":", 1)
+        workers = rest.workers()
+        began = time.monotonic()
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            burst = [await asyncio.open_connection(host, int(port)) for _ in range(10 * limit)]
+            for i, (_, writer) in enumerate(burst):
+                request = (
+                    f"GET /dex/contract/count HTTP/1.1\r\nHost: {host}\r\n"
+                    f"X-Forwarded-For: 198.51.100.{i}\r\n\r\n"
+                )
+                writer.write(request.encode())
+        finally:
+            for pid in workers:
+                os.kill(pid, signal.SIGCONT)
+        try:
+            answers = [await asyncio.wait_for(_head(reader), 10) for reader, _ in burst]
+            held = [established_on(w, int(port)) for w in workers]
+        finally:
+            for _, writer in burst:
+                writer.close()
+        assert min(held) >= 1, held  # both workers answered
+        statuses = [status for status, _ in answers]
+        assert set(statuses) == {200, 429}, statuses
+        assert all(int(h["retry-after"]) >= 1 for status, h in answers if status == 429)
+        passed = statuses.count(200)
+        # The burst's `limit` tokens, plus what refilled meanwhile (at limit/60 a second).
+        assert limit <= passed <= limit + (time.monotonic() - began) * limit / 60, statuses
+
+        victim = workers[0]
+        os.kill(victim, signal.SIGKILL)
+
+        async def replaced() -> bool:
+            return len(rest.workers()) == 2 and victim not in rest.workers()
+
+        await wait_until(replaced)
+        replacement = next(w for w in rest.workers() if w != workers[1])
+        for _ in range(limit):
+            if (await rest.get(replacement, "/dex/contract/count")).status_code == 200:
+                passed += 1
+        assert passed <= limit + (time.monotonic() - began) * limit / 60
+
+        # One table: the file the parent made, mapped by every worker, removed at the end.
+        table = _table_of(rest.proc.pid)
+        assert all(str(table) in Path(f"/proc/{w}/maps").read_text() for w in rest.workers())
+        rest.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(rest.proc.wait(), 30) == 0
+        assert not table.exists()
+
+
+def _table_of(pid: int) -> Path:
+    """The rate limit's bucket table file that process `pid` holds open."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = Path(os.readlink(fd))
+        if target.name.startswith("ladle-ratelimit-"):
+            return target
+    raise AssertionError(f"process {pid} holds no bucket table")
+
+
+async def _head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    """An HTTP answer's status and headers (lower-case names)."""
+    status = int((await reader.readline()).split()[1])
+    headers = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers
 
 
 async def test_a_killed_worker_is_replaced_while_the_other_answers(tmp_path: Path) -> None:
