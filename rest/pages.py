@@ -101,6 +101,12 @@ class Anchors:
         while len(chunks) * ROWS_PER_CHUNK > self.max_rows:
             chunks.popitem(last=False)
 
+    async def prepare(
+        self, conn: aiosqlite.Connection, tip: IndexVersion, listing: Listing
+    ) -> None:
+        """The listing's anchors at `tip`, read in the snapshot `conn` holds (ahead of pages)."""
+        await self._at(conn, tip, listing)
+
     async def seek(
         self, conn: aiosqlite.Connection, tip: IndexVersion, listing: Listing, offset: int
     ) -> Seek:
