@@ -120,6 +120,20 @@ async def check_pages(client: httpx.AsyncClient, conn: aiosqlite.Connection) -> 
     return compared
 
 
+@asynccontextmanager
+async def committed(conn: aiosqlite.Connection) -> AsyncIterator[None]:
+    """One transaction, as the indexer writes: a reader (the app's warmer, say) never sees a
+    block without its rows."""
+    await conn.execute("BEGIN")
+    yield
+    await conn.execute("COMMIT")
+
+
+async def undo_above(conn: aiosqlite.Connection, height: int) -> None:
+    for table in ("cauldron_trades", "lending_actions", "lending_loans", "blocks"):
+        await conn.execute(f"DELETE FROM {table} WHERE height > ?", (height,))
+
+
 async def test_pages_from_memory_are_the_plain_answers(tmp_path: Path) -> None:
     db = tmp_path / "index.sqlite"
     await (await open_store(db)).close()
@@ -133,14 +147,15 @@ async def test_pages_from_memory_are_the_plain_answers(tmp_path: Path) -> None:
             )
         async with app_client(db) as client:
             assert await check_pages(client, conn) > 100
-            await add_blocks(conn, 31, 40, "a", rng)  # kept rows stay, the anchors extend
+            async with committed(conn):  # kept rows stay, the anchors extend
+                await add_blocks(conn, 31, 40, "a", rng)
             assert await check_pages(client, conn) > 100
-            for table in ("cauldron_trades", "lending_actions", "lending_loans", "blocks"):
-                await conn.execute(f"DELETE FROM {table} WHERE height >= 36")  # a reorg
-            await add_blocks(conn, 36, 45, "b", rng)
+            async with committed(conn):  # a reorg
+                await undo_above(conn, 35)
+                await add_blocks(conn, 36, 45, "b", rng)
             assert await check_pages(client, conn) > 100
-            for table in ("cauldron_trades", "lending_actions", "lending_loans", "blocks"):
-                await conn.execute(f"DELETE FROM {table} WHERE height >= 43")  # an undo
+            async with committed(conn):  # an undo
+                await undo_above(conn, 42)
             assert await check_pages(client, conn) > 100
     finally:
         await conn.close()
