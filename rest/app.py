@@ -24,6 +24,7 @@ from rest.errors import internal_error, log, on_api_error, on_http_error
 from rest.explorer import explorer_routes
 from rest.middleware import Edge
 from rest.routes import activity, lending, oracle, pools, price, registry, system, token_list
+from rest.routing import StaticFirstRouter
 from rest.warm import Warmer
 from runtime.catchall import CatchAll
 from runtime.errors import ApiError
@@ -88,7 +89,7 @@ def create_app(config: RestConfig | None = None) -> Starlette:
     )
     # Starlette would answer `/x/` with a 307 to an absolute URL built from the client's Host
     # header (an open redirect); a trailing-slash path is a plain JSON 404 instead.
-    app.router.redirect_slashes = False
+    app.router = StaticFirstRouter(app.router.routes, redirect_slashes=False, lifespan=lifespan)
     app.state.ctx = ctx
     return app
 

@@ -22,14 +22,14 @@ from starlette.responses import Response
 from indexer.freshness import Lag, lag_of
 from indexer.network import index_prefix
 from indexer.store.heard import read_heard
-from indexer.store.queries import PoolRow
 from rest.cache import Entry, RawJson, ResponseCache
 from rest.candles import CandleStore
 from rest.config import RestConfig
 from rest.db import IndexVersion, IndexWatcher, ReaderPool, Snapshot
 from rest.errors import database_unavailable, not_synced
+from rest.held import HeldListings
 from rest.index_tokens import IndexRegistry, IndexSource, IndexUsdOracle, RegistryTables
-from rest.mempool import MempoolOverlay, Overlay
+from rest.mempool import MempoolOverlay
 from rest.metrics import Metrics
 from rest.middleware import accepts_gzip, json_answer, make_etag, not_modified
 from rest.pages import Anchors
@@ -83,9 +83,8 @@ class ApiContext:
     limiter: RateLimiter | None
     registry_tables: RegistryTables  # revision of the registry tables, for /registry answers
     mempool: MempoolOverlay  # revision of the mempool overlay, for the pool listings
-    anchors: Anchors = field(default_factory=Anchors)  # deep pages of the chain-ordered listings
-    # Every live pool, by token, at a tip and mempool overlay: /tokenpool/pools pages slice it.
-    pool_listing: tuple[IndexVersion, Overlay, list[PoolRow]] | None = None
+    anchors: Anchors = field(default_factory=Anchors)  # pages of the chain-ordered logs
+    held: HeldListings = field(default_factory=HeldListings)  # listings paged from memory
     chain_height: int | None = None  # last answer of config.chain_tip (else the best heard)
     warmed_height: int | None = None  # the last index height the background warmer finished
     started: float = field(default_factory=time.time)

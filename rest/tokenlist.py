@@ -165,6 +165,11 @@ class TokenTable:
         self._ids: frozenset[str] = frozenset()
         self._lock = asyncio.Lock()
 
+    @property
+    def version(self) -> tuple[IndexVersion, int] | None:
+        """(tip, registry revision) of the list `get` last returned."""
+        return self._key
+
     def known(self, tip: IndexVersion, token_id: str) -> bool | None:
         """Has the index seen `token_id` as of `tip`? None when the list is not at `tip`."""
         if self._key is None or self._key[0] != tip:

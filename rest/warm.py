@@ -1,6 +1,8 @@
 """Background work after each new index version, so requests find the expensive answers ready:
-the token list (which integrates 30 days of pool activity for every token) and the hourly
-candle series of the busiest tokens (extended by the new blocks; built once at start-up).
+the token list (which integrates 30 days of pool activity for every token), the anchors of the
+trade feed and the lending action logs (`rest.pages`: built once at start-up, a walk through
+the whole feed; then extended by the new rows), and the hourly candle series of the busiest
+tokens (extended by the new blocks; built once at start-up).
 
 Each step reads its own short snapshot; a failure is logged and retried at the next version.
 Requests never wait for the warmer — they compute what is missing themselves (single flight).
@@ -18,6 +20,8 @@ import contextlib
 import gc
 import logging
 
+from indexer.store import queries as q
+from indexer.store import queries_lending as ql
 from rest.context import ApiContext
 from rest.db import IndexVersion
 
@@ -61,6 +65,12 @@ class Warmer:
         async with ctx.pool.snapshot() as snap:
             tip = snap.tip
             objs = await ctx.tokens.get(snap.conn, tip, cfg.registry, cfg.usd)
+            for listing in (
+                q.trades_listing(),
+                ql.history_listing("v1"),
+                ql.history_listing("v11"),
+            ):
+                await ctx.anchors.prepare(snap.conn, tip, listing)
         rebuilds = ctx.candles.rebuilds
         busiest = sorted(objs, key=lambda o: (-o["trade_count"], -o["score"], o["token_id"]))
         for obj in busiest[: ctx.candles.capacity]:

@@ -711,6 +711,7 @@ class Result:
     ratio: float | None = None  # rps / ceiling_rps (median over the paired runs)
     client_cpu: float | None = None  # this process's CPU seconds per second of the run
     server_cpu: float | None = None  # the server's (all its processes) CPU seconds per second
+    cpu_ratio: float | None = None  # bare ceiling's server CPU per request ÷ this one's
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -793,20 +794,34 @@ end
 
 
 async def paired(
-    runs: int, port: int, name: str, server: str, paths: list[str], seconds: float, conns: int
+    runs: int,
+    port: int,
+    name: str,
+    server: str,
+    paths: list[str],
+    seconds: float,
+    conns: int,
+    pid: int | None = None,
 ) -> Result:
     """`runs` pairs of (bare ceiling, endpoint) runs back to back; the pair with the median
     ratio is reported. Pairing cancels the load other jobs put on the machine, which moves
-    absolute rates by a factor of two between minutes on a shared 2-core host."""
-    pairs = []
+    absolute rates by a factor of two between minutes on a shared 2-core host. With the
+    server's `pid`, also `cpu_ratio`: the server's CPU per bare request ÷ its CPU per request
+    of the endpoint (median over the pairs), what the ratio would be on an idle machine."""
+    pairs, cpu_ratios = [], []
     for _ in range(runs):
-        ceiling = await load(port, "ceiling", server, ["/bench/bare"], seconds, conns)
-        r = await load(port, name, server, paths, seconds, conns)
+        ceiling = await load(port, "ceiling", server, ["/bench/bare"], seconds, conns, pid)
+        r = await load(port, name, server, paths, seconds, conns, pid)
         r.ceiling_rps = ceiling.rps
         r.ratio = round(r.rps / ceiling.rps, 3)
         pairs.append(r)
+        if ceiling.server_cpu and r.server_cpu:
+            cpu_ratios.append((ceiling.server_cpu / ceiling.rps) / (r.server_cpu / r.rps))
     pairs.sort(key=lambda r: r.ratio or 0.0)
-    return pairs[len(pairs) // 2]
+    best = pairs[len(pairs) // 2]
+    if cpu_ratios:
+        best.cpu_ratio = round(statistics.median(cpu_ratios), 3)
+    return best
 
 
 async def load(
@@ -1169,12 +1184,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.only and not any(w in name for w in args.only.split(",")):
                     continue
                 r = await paired(
-                    args.runs, port, name, server, paths, args.seconds, args.connections
+                    args.runs, port, name, server, paths, args.seconds, args.connections, proc.pid
                 )
                 results.append(r)
                 print(
                     f"  [{server}] {name}: {r.rps} req/s (ceiling {r.ceiling_rps}, ratio "
-                    f"{r.ratio}), p50 {r.p50_ms} ms, p99 {r.p99_ms} ms, {r.bytes_per_answer} B",
+                    f"{r.ratio}, CPU ratio {r.cpu_ratio}), p50 {r.p50_ms} ms, p99 {r.p99_ms} ms, "
+                    f"{r.bytes_per_answer} B",
                     flush=True,
                 )
         finally:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from indexer.store import queries as q
 from rest import endpoints as e
 from rest import shapes
-from rest.db import Snapshot
+from rest.cache import RawJson, json_array
+from rest.db import IndexVersion, Snapshot
 from rest.declare import NoArgs
 from rest.routes.common import context, require_token, token_id
 
@@ -21,16 +23,25 @@ async def tx_latest(request: Request, args: e.TxLatestArgs) -> Response:
     limit, offset = args.limit, args.offset
     text = args.token
     token = None if text is None else await token_id(ctx, text)
+    listing = q.trades_listing(token)
 
     async def compute(snap: Snapshot) -> Any:
         if token is not None:
             await require_token(ctx, snap, token)
-        listing = q.trades_listing(token)
         start = await ctx.anchors.seek(snap.conn, snap.tip, listing, offset)
         rows = await q.latest_trades(snap.conn, limit, offset, token, start)
-        return [shapes.trade(t) for t in rows]
+        page = [orjson.dumps(shapes.trade(t)) for t in rows]
+        ctx.anchors.keep(snap.tip, listing, offset, page)
+        return RawJson(json_array(page))
 
-    return await ctx.answer(request, ("tx_latest", limit, offset, token), compute)
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        if token is not None and not ctx.tokens.known(tip, token):
+            return None  # not at `tip` (None), or unknown: the snapshot path answers 404
+        page = ctx.anchors.ready(tip, listing, offset, limit)
+        return None if page is None else RawJson(json_array(page))
+
+    key = ("tx_latest", limit, offset, token)
+    return await ctx.answer(request, key, compute, from_memory=from_memory)
 
 
 async def unique_addresses(request: Request, args: NoArgs) -> Response:

@@ -13,15 +13,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from indexer.store import queries_lending as ql
 from protocols.lending import v1
 from rest import endpoints as e
+from rest.cache import RawJson, json_array
 from rest.context import ApiContext
-from rest.db import Snapshot
+from rest.db import IndexVersion, Snapshot
 from rest.declare import Args, NoArgs
+from rest.held import Held
 from rest.routes.common import context
 
 
@@ -112,28 +115,49 @@ def allowance(a: ql.AllowanceRow) -> dict[str, Any]:
 async def _active(request: Request, args: e.LendingPageArgs, version: str) -> Response:
     ctx = context(request)
     offset, limit = args.offset, args.limit
+    name = ("lending_active", version)  # every live loan, held per tip
 
     async def compute(snap: Snapshot) -> Any:
-        rows = await ql.active_loans(snap.conn, version, offset, limit)
-        return [loan(x, version) for x in rows]
+        held = ctx.held.get(name, snap.tip)
+        if held is None:
+            rows = await ql.active_loans(snap.conn, version)
+            held = ctx.held.put(name, Held(snap.tip, rows, lambda x: loan(x, version)))
+        return RawJson(json_array(held.page(offset, limit)))
 
-    return await ctx.answer(request, ("lending_active", version, offset, limit), compute)
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        held = ctx.held.get(name, tip)
+        return None if held is None else RawJson(json_array(held.page(offset, limit)))
+
+    key = ("lending_active", version, offset, limit)
+    return await ctx.answer(request, key, compute, from_memory=from_memory)
 
 
 async def _history(request: Request, args: e.LendingHistoryArgs, version: str) -> Response:
     ctx = context(request)
     offset, limit = args.offset, args.limit
     nfths = e.hex_list(args.nfth)
+    key = ("lending_history", version, offset, limit, nfths)
+    if nfths:  # a borrower's actions are few: their index finds them
+
+        async def borrowers(snap: Snapshot) -> Any:
+            rows = await ql.history(snap.conn, version, offset, limit, nfths)
+            return [action(a, version) for a in rows]
+
+        return await ctx.answer(request, key, borrowers)
+    listing = ql.history_listing(version)
 
     async def compute(snap: Snapshot) -> Any:
-        start = None
-        if not nfths:  # a borrower's actions are few: their index finds them
-            listing = ql.history_listing(version)
-            start = await ctx.anchors.seek(snap.conn, snap.tip, listing, offset)
-        rows = await ql.history(snap.conn, version, offset, limit, nfths, start)
-        return [action(a, version) for a in rows]
+        start = await ctx.anchors.seek(snap.conn, snap.tip, listing, offset)
+        rows = await ql.history(snap.conn, version, offset, limit, None, start)
+        page = [orjson.dumps(action(a, version)) for a in rows]
+        ctx.anchors.keep(snap.tip, listing, offset, page)
+        return RawJson(json_array(page))
 
-    return await ctx.answer(request, ("lending_history", version, offset, limit, nfths), compute)
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        page = ctx.anchors.ready(tip, listing, offset, limit)
+        return None if page is None else RawJson(json_array(page))
+
+    return await ctx.answer(request, key, compute, from_memory=from_memory)
 
 
 async def _loan_history(request: Request, args: e.BorrowerArgs, version: str) -> Response:

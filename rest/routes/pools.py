@@ -12,13 +12,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from indexer.store import queries as q
+from indexer.store.overlay import overlay_state
 from rest import endpoints as e
 from rest import queries_dex as qd
 from rest import shapes
 from rest.apy_index import combine, owner_apy, token_apys
-from rest.db import Snapshot
+from rest.cache import RawJson, json_array
+from rest.db import IndexVersion, Snapshot
 from rest.declare import Args, NoArgs
 from rest.errors import bad_parameter, not_found
+from rest.held import Held
 from rest.mempool import read_overlay
 from rest.routes.common import context, require_token, token_id
 from runtime.errors import ApiError
@@ -55,20 +58,29 @@ async def pools(request: Request, args: e.PoolsArgs) -> Response:
     ctx = context(request)
     # Every pool unless the client pages: no default limit may cut the listing short.
     limit, offset = args.limit, args.offset
+    name = "pools"  # every live pool by token, held per tip and mempool revision
+
+    def body(held: Held[q.PoolRow]) -> RawJson:
+        rows = json_array(held.page(offset, limit))
+        return RawJson(b'{"pools":' + rows + b',"total":' + str(len(held)).encode() + b"}")
 
     async def compute(snap: Snapshot) -> Any:
-        overlay = await read_overlay(snap.conn, snap.tip)
-        held = ctx.pool_listing  # each page of one listing would read and sort every pool
-        if held is not None and held[0] == snap.tip and held[1] == overlay:
-            latest = held[2]
-        else:
+        state = await overlay_state(snap.conn)
+        version = (snap.tip, 0 if state is None else state.revision)
+        held = ctx.held.get(name, version)
+        if held is None:
+            overlay = await read_overlay(snap.conn, snap.tip)
             latest = _by_token(overlay.apply(await q.all_active_pools(snap.conn)))
-            ctx.pool_listing = (snap.tip, overlay, latest)
-        page = latest[offset:] if limit is None else latest[offset : offset + limit]
-        prefix = await ctx.address_prefix(snap.conn)
-        return {"pools": [shapes.pool(p, prefix) for p in page], "total": len(latest)}
+            prefix = await ctx.address_prefix(snap.conn)
+            held = ctx.held.put(name, Held(version, latest, lambda p: shapes.pool(p, prefix)))
+        return body(held)
 
-    return await ctx.answer(request, ("pools", limit, offset), compute, mempool=True)
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        held = ctx.held.get(name, (tip, ctx.mempool.revision))
+        return None if held is None else body(held)
+
+    key = ("pools", limit, offset)
+    return await ctx.answer(request, key, compute, mempool=True, from_memory=from_memory)
 
 
 def _by_token(rows: list[q.PoolRow]) -> list[q.PoolRow]:

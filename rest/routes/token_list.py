@@ -3,16 +3,58 @@ see `rest.tokenlist`), and `list_by_volume`, `search_by_volume` (volume over a w
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from indexer.store import queries as q
 from rest import endpoints as e
-from rest.db import Snapshot
+from rest.cache import RawJson, json_array
+from rest.context import ApiContext
+from rest.db import IndexVersion, Snapshot
+from rest.held import Held
 from rest.routes.common import context
-from rest.tokenlist import matches, sort_tokens
+from rest.tokenlist import TokenObject, matches, sort_tokens
+
+Build = Callable[[Snapshot, list[TokenObject]], Awaitable[Sequence[Any]]]
+Body = Callable[[Held[Any]], RawJson]
+
+
+def _identity(o: TokenObject) -> TokenObject:
+    return o
+
+
+async def _paged(
+    request: Request,
+    ctx: ApiContext,
+    key: tuple[Any, ...],
+    name: Hashable,
+    build: Build,
+    body: Body,
+    requested_time: int | None = None,
+) -> Response:
+    """An answer that pages a listing derived from the token list: the listing held per
+    (tip, registry revision) under `name`, built by `build` from the list, shown by `body`."""
+    registry, usd = ctx.config.registry, ctx.config.usd
+
+    async def compute(snap: Snapshot) -> Any:
+        objs = await ctx.tokens.get(snap.conn, snap.tip, registry, usd)
+        version = ctx.tokens.version
+        held = ctx.held.get(name, version)
+        if held is None:
+            held = ctx.held.put(name, Held(version, await build(snap, objs), _identity))
+        return body(held)
+
+    def from_memory(tip: IndexVersion) -> RawJson | None:
+        held = ctx.held.get(name, (tip, registry.revision))
+        return None if held is None else body(held)
+
+    return await ctx.answer(
+        request, key, compute, requested_time=requested_time, from_memory=from_memory
+    )
 
 
 def _sorting(args: e.ListCachedArgs | e.ByIdsArgs | e.SearchCachedArgs) -> tuple[str, str]:
@@ -24,14 +66,15 @@ async def list_cached(request: Request, args: e.ListCachedArgs) -> Response:
     ctx = context(request)
     limit, offset = args.limit, args.offset
     by, order = _sorting(args)
-    registry, usd = ctx.config.registry, ctx.config.usd
 
-    async def compute(snap: Snapshot) -> Any:
-        objs = await ctx.tokens.get(snap.conn, snap.tip, registry, usd)
-        return sort_tokens(objs, by, order)[offset : offset + limit]
+    async def build(snap: Snapshot, objs: list[TokenObject]) -> Sequence[Any]:
+        return sort_tokens(objs, by, order)
 
-    key = ("list_cached", limit, offset, by, order, registry.revision)
-    return await ctx.answer(request, key, compute)
+    def body(held: Held[Any]) -> RawJson:
+        return RawJson(json_array(held.page(offset, limit)))
+
+    key = ("list_cached", limit, offset, by, order, ctx.config.registry.revision)
+    return await _paged(request, ctx, key, ("list_cached", by, order), build, body)
 
 
 async def list_cached_by_ids(request: Request, args: e.ByIdsArgs) -> Response:
@@ -54,15 +97,16 @@ async def search_cached(request: Request, args: e.SearchCachedArgs) -> Response:
     needle = args.q.strip()
     limit, offset = args.limit, args.offset
     by, order = _sorting(args)
-    registry, usd = ctx.config.registry, ctx.config.usd
+    folded = needle.casefold()
 
-    async def compute(snap: Snapshot) -> Any:
-        objs = await ctx.tokens.get(snap.conn, snap.tip, registry, usd)
-        found = [o for o in objs if matches(o, needle)]
-        return sort_tokens(found, by, order)[offset : offset + limit]
+    async def build(snap: Snapshot, objs: list[TokenObject]) -> Sequence[Any]:
+        return sort_tokens([o for o in objs if matches(o, needle)], by, order)
 
-    key = ("search_cached", needle.casefold(), limit, offset, by, order, registry.revision)
-    return await ctx.answer(request, key, compute)
+    def body(held: Held[Any]) -> RawJson:
+        return RawJson(json_array(held.page(offset, limit)))
+
+    key = ("search_cached", folded, limit, offset, by, order, ctx.config.registry.revision)
+    return await _paged(request, ctx, key, ("search_cached", folded, by, order), build, body)
 
 
 async def _by_volume(request: Request, args: e.ByVolumeArgs | e.SearchByVolumeArgs) -> Response:
@@ -70,10 +114,8 @@ async def _by_volume(request: Request, args: e.ByVolumeArgs | e.SearchByVolumeAr
     needle = args.search_query.strip() if isinstance(args, e.SearchByVolumeArgs) else None
     start, end = e.window(args.start, args.end, ctx.now(), e.DEFAULT_VOLUME_SPAN)
     limit, offset = args.limit, args.offset
-    registry, usd = ctx.config.registry, ctx.config.usd
 
-    async def compute(snap: Snapshot) -> Any:
-        objs = await ctx.tokens.get(snap.conn, snap.tip, registry, usd)
+    async def build(snap: Snapshot, objs: list[TokenObject]) -> Sequence[Any]:
         volumes = await q.volume_by_token(snap.conn, start, end)
         items = []
         for o in objs:
@@ -91,15 +133,17 @@ async def _by_volume(request: Request, args: e.ByVolumeArgs | e.SearchByVolumeAr
                 }
             )
         items.sort(key=lambda i: (-i["volume_sats"], i["token_id"]))
-        return {
-            "period_start": start,
-            "period_end": end,
-            "tokens": items[offset : offset + limit],
-        }
+        return items
+
+    window = orjson.dumps({"period_start": start, "period_end": end})[:-1]
+
+    def body(held: Held[Any]) -> RawJson:
+        return RawJson(window + b',"tokens":' + json_array(held.page(offset, limit)) + b"}")
 
     folded = None if needle is None else needle.casefold()
-    key = ("by_volume", folded, start, end, limit, offset, registry.revision)
-    return await ctx.answer(request, key, compute, requested_time=end)
+    key = ("by_volume", folded, start, end, limit, offset, ctx.config.registry.revision)
+    name = ("by_volume", folded, start, end)
+    return await _paged(request, ctx, key, name, build, body, requested_time=end)
 
 
 async def list_by_volume(request: Request, args: e.ByVolumeArgs) -> Response:

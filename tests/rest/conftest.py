@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from devnet.scenario import PRESETS, Ledger, ScenarioGenerator
 from devnet.service import Devnet, DevnetConfig
@@ -99,7 +100,7 @@ def validate_health(body: Any) -> None:
 
 
 @asynccontextmanager
-async def api_client(config: RestConfig) -> AsyncIterator[httpx.AsyncClient]:
+async def app_and_client(config: RestConfig) -> AsyncIterator[tuple[Starlette, httpx.AsyncClient]]:
     """The app over `config`, with its lifespan, behind an in-process httpx client whose
     every answer is checked by `check_response`."""
     app = create_app(config)
@@ -110,7 +111,14 @@ async def api_client(config: RestConfig) -> AsyncIterator[httpx.AsyncClient]:
             base_url="http://rest.test",
             event_hooks={"response": [check_response]},
         ) as c:
-            yield c
+            yield app, c
+
+
+@asynccontextmanager
+async def api_client(config: RestConfig) -> AsyncIterator[httpx.AsyncClient]:
+    """`app_and_client`'s client."""
+    async with app_and_client(config) as (_, c):
+        yield c
 
 
 @pytest.fixture

@@ -57,6 +57,16 @@ async def get(client: httpx.AsyncClient, url: str) -> Any:
     return r.json()
 
 
+async def pages_agree(client: httpx.AsyncClient, every: dict[str, Any]) -> None:
+    """Pages of `/tokenpool/pools` (sliced from the listing held for the tip and the mempool
+    revision; each asked twice, the second from memory) are slices of the whole listing."""
+    n = every["total"]
+    for offset, limit in ((0, 1), (0, 5), (1, 3), (n // 2, 4), (n - 1, 5), (n, 1), (n + 9, 2)):
+        want = {"pools": every["pools"][offset : offset + limit], "total": n}
+        for _ in range(2):
+            assert await get(client, f"/tokenpool/pools?offset={offset}&limit={limit}") == want
+
+
 async def agree(client: httpx.AsyncClient, snapshot: PoolSnapshot, token: str, pkh: str) -> None:
     """Every pool listing answers what the live snapshot holds."""
     want = live(snapshot, token)
@@ -71,6 +81,7 @@ async def agree(client: httpx.AsyncClient, snapshot: PoolSnapshot, token: str, p
     every = await get(client, "/tokenpool/pools")
     assert every["total"] == len(every["pools"]) == len(snapshot)
     assert listed(every["pools"]) == live(snapshot)
+    await pages_agree(client, every)
     tokens = (await get(client, "/tokenpool/tokens"))["tokens"]
     counts = Counter(p.token_id for p in snapshot.all_pools())
     assert {t["token_id"]: t["pools"] for t in tokens} == dict(counts)

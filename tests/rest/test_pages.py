@@ -18,7 +18,7 @@ from indexer.index import open_store
 from indexer.store import queries as q
 from indexer.store import queries_lending as ql
 from rest.db import IndexVersion, read_tip
-from rest.pages import Anchors
+from rest.pages import ROWS_PER_CHUNK, Anchors
 from tests.rest.conftest import World
 
 # The queries as they were before anchors: the reference rows of every page.
@@ -224,3 +224,37 @@ async def test_the_trade_feed_reads_its_keys_in_index_order(tmp_path: Path) -> N
     details = [str(r[3]) for r in plan]
     assert any("COVERING INDEX cauldron_trades_height" in d for d in details), details
     assert not any("TEMP B-TREE" in d for d in details), details
+
+
+async def test_kept_rows_answer_a_page_only_when_all_are_kept(tmp_path: Path) -> None:
+    """`keep` → `ready` by rank, across runs of ranks; a row not kept, or dropped beyond the
+    capacity (oldest runs first), or another tip, means no answer from memory."""
+    db = tmp_path / "index.sqlite"
+    await (await open_store(db)).close()
+    conn = await aiosqlite.connect(db, isolation_level=None)
+    rng = random.Random(3)
+    anchors = Anchors(stride=4, rows=3 * ROWS_PER_CHUNK)
+    listing = q.trades_listing()
+    try:
+        await add_blocks(conn, 0, 60, "a", rng)
+        tip = await tip_of(conn)
+        n = await count(conn, "SELECT count(*) FROM cauldron_trades")
+        assert n > 4 * ROWS_PER_CHUNK
+        await anchors.seek(conn, tip, listing, 0)
+        assert anchors.ready(tip, listing, 0, 3) is None
+        rows = [b"%d" % i for i in range(ROWS_PER_CHUNK + 10)]  # across two runs of ranks
+        anchors.keep(tip, listing, 5, rows)
+        assert anchors.ready(tip, listing, 5, len(rows)) == rows
+        assert anchors.ready(tip, listing, 7, 60) == rows[2:62]
+        assert anchors.ready(tip, listing, 4, 3) is None  # the row at offset 4 is not kept
+        assert anchors.ready(tip, listing, 5 + len(rows) - 1, 2) is None
+        assert anchors.ready(tip, listing, n, 5) == []  # beyond the end
+        await add_blocks(conn, 61, 61, "a", rng)
+        assert anchors.ready(await tip_of(conn), listing, 5, 3) is None  # not at that tip
+        far = [b"x"] * ROWS_PER_CHUNK
+        anchors.keep(tip, listing, 3 * ROWS_PER_CHUNK, far)
+        anchors.keep(tip, listing, 4 * ROWS_PER_CHUNK, far)
+        assert anchors.ready(tip, listing, 3 * ROWS_PER_CHUNK, ROWS_PER_CHUNK) == far
+        assert anchors.ready(tip, listing, 5, 3) is None  # its run was dropped first
+    finally:
+        await conn.close()
