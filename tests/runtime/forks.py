@@ -58,7 +58,9 @@ class Forks:
         request = json.dumps([argv, str(stdout), str(stderr)])
         self.server.stdin.write(request.encode() + b"\n")
         await self.server.stdin.drain()
-        return await asyncio.wait_for(self.started.get(), 30)
+        pid = await asyncio.wait_for(self.started.get(), 30)
+        self._exit(pid)  # known from now on (`close` kills it if it has not ended)
+        return pid
 
     def _exit(self, pid: int) -> asyncio.Future[int]:
         return self.exits.setdefault(pid, asyncio.get_running_loop().create_future())
