@@ -8,7 +8,7 @@ A request reaches the chosen worker over a kept-alive connection that worker acc
 worker listens on its own socket of the port (SO_REUSEPORT), so which one gets a new connection
 is the kernel's choice; /proc tells which worker holds it. A `/health` probe (no side effect:
 it is exempt from the rate limit) finds such a connection before the request is sent on it, and
-the answer is checked to have come over that same connection, still held by that worker."""
+the answer is checked to have come over that same connection."""
 
 from __future__ import annotations
 
