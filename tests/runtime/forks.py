@@ -47,9 +47,14 @@ class Forks:
             stdout=asyncio.subprocess.PIPE,
             cwd=ROOT,
         )
-        assert server.stdout is not None
-        ready = await asyncio.wait_for(server.stdout.readline(), 60)
-        assert ready == b"ready\n", ready
+        try:
+            assert server.stdout is not None
+            ready = await asyncio.wait_for(server.stdout.readline(), 60)
+            assert ready == b"ready\n", ready
+        except BaseException:
+            server.kill()
+            await server.wait()
+            raise
         return cls(server)
 
     async def run(self, argv: list[str], stdout: Path, stderr: Path) -> int:
