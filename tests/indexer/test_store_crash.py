@@ -10,11 +10,10 @@ the initial sync does (`hold=True`), committing every BATCH blocks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
-import select
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,8 +22,8 @@ import pytest
 
 from indexer import index
 from indexer.snapshot import PoolSnapshot
-from tests.conftest import ROOT
-from tests.indexer.test_store_scenario import BuiltBlock, build_chain, dump, open_store
+from tests.indexer.test_store_scenario import BuiltBlock, Scenario, build_chain, dump, open_store
+from tests.runtime.forks import Forks, first_line, forked
 
 KILLS = 20
 BATCH = 7
@@ -70,17 +69,14 @@ async def worker(db: str, blocks_file: str, batch: int = 0) -> None:
     print("done", flush=True)
 
 
-def start_worker(db: Path, blocks_file: Path, batch: int = 0) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.indexer.test_store_crash", str(db), str(blocks_file)]
-        + ([str(batch)] if batch else []),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 30)
-    assert ready and proc.stdout.readline().strip() == b"ready"
-    return proc
+async def start_worker(forks: Forks, db: Path, blocks_file: Path, batch: int = 0) -> int:
+    """A worker process (forked: a run is short, an interpreter's start is not), once ready."""
+    out = db.with_name(f"{db.name}.out")
+    out.unlink(missing_ok=True)  # its first line is this run's
+    argv = [str(db), str(blocks_file)] + ([str(batch)] if batch else [])
+    pid = await forks.run(argv, out, db.with_name(f"{db.name}.err"))
+    assert await first_line(out, 30) == b"ready\n"
+    return pid
 
 
 async def state_at_tip(db: Path) -> tuple[int, dict[str, list[tuple[object, ...]]]]:
@@ -99,28 +95,48 @@ async def test_sigkill_at_random_moments_never_leaves_half_a_block(
     """Without batching every kill lands after some block; with it (blocks held `BATCH` to a
     transaction), after some whole batch: the tip is always a batch boundary, and a restart
     continues from it."""
-    chain = build_chain(seed=2024, n_blocks=60, actions=12)
+    chain, reference = await _reference()
     blocks_file = tmp_path / "blocks.bin"
     write_blocks(blocks_file, chain.blocks)
-    # The reference: a clean, uninterrupted run's full dump after every block.
-    reference: dict[int, dict[str, list[tuple[object, ...]]]] = {}
-    store = await open_store()
-    try:
-        reference[0] = await dump(store.conn)
-        for b in chain.blocks:
-            await store.apply_block(b.height, b.raw)
-            reference[b.height] = await dump(store.conn)
-    finally:
-        await store.close()
+    async with forked("tests.indexer.test_store_crash") as forks:
+        await _kill_and_resume(forks, tmp_path, blocks_file, batch, chain, reference)
 
+
+_REFERENCE: list[tuple[Scenario, dict[int, dict[str, list[tuple[object, ...]]]]]] = []
+
+
+async def _reference() -> tuple[Scenario, dict[int, dict[str, list[tuple[object, ...]]]]]:
+    """The chain, and a clean, uninterrupted run's full dump after every block (built once
+    for the module: both parameters use the same)."""
+    if not _REFERENCE:
+        chain = build_chain(seed=2024, n_blocks=60, actions=12)
+        reference: dict[int, dict[str, list[tuple[object, ...]]]] = {}
+        store = await open_store()
+        try:
+            reference[0] = await dump(store.conn)
+            for b in chain.blocks:
+                await store.apply_block(b.height, b.raw)
+                reference[b.height] = await dump(store.conn)
+        finally:
+            await store.close()
+        _REFERENCE.append((chain, reference))
+    return _REFERENCE[0]
+
+
+async def _kill_and_resume(
+    forks: Forks,
+    tmp_path: Path,
+    blocks_file: Path,
+    batch: int,
+    chain: Scenario,
+    reference: dict[int, dict[str, list[tuple[object, ...]]]],
+) -> None:
     # How long a whole run takes here (from "ready" to its exit), so that the kills are drawn
     # across the sync on a fast machine as on a slow one.
-    began = time.monotonic()
-    clean = start_worker(tmp_path / "timing.sqlite", blocks_file, batch)
+    clean = await start_worker(forks, tmp_path / "timing.sqlite", blocks_file, batch)
     ready_at = time.monotonic()
-    assert clean.wait(timeout=60) == 0
+    assert await forks.wait(clean, 60) == 0
     duration = max(time.monotonic() - ready_at, 0.02)
-    assert ready_at - began < 30
 
     rng = random.Random(7)
     db = tmp_path / "index.sqlite"
@@ -130,12 +146,13 @@ async def test_sigkill_at_random_moments_never_leaves_half_a_block(
     while kills < wanted:
         assert time.monotonic() < deadline, f"only {kills} kills in time"
         runs += 1
-        proc = start_worker(db, blocks_file, batch)
-        time.sleep(rng.uniform(0.0, duration))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
+        pid = await start_worker(forks, db, blocks_file, batch)
+        with contextlib.suppress(TimeoutError):
+            await forks.wait(pid, rng.uniform(0.0, duration))
+        if forks.returncode(pid) is None:
+            os.kill(pid, signal.SIGKILL)
             kills += 1
-        proc.wait()
+        assert await forks.wait(pid) in (0, -signal.SIGKILL)
         height, state = await state_at_tip(db)
         assert state == reference[height], f"run {runs}: not the state after block {height}"
         if batch and height != chain.height:
@@ -144,12 +161,13 @@ async def test_sigkill_at_random_moments_never_leaves_half_a_block(
         heights.add(height)
         if height == chain.height:  # finished: start over so the kills keep landing mid-sync
             for f in tmp_path.glob("index.sqlite*"):
-                f.unlink()
+                if f.suffix not in (".out", ".err"):
+                    f.unlink()
     # The kills landed all over the sync, not just before the first block.
     assert len(heights - {0, chain.height}) >= (3 if batch else 5)
     # And resuming after the last kill reaches exactly the clean final state.
-    proc = start_worker(db, blocks_file, batch)
-    assert proc.wait(timeout=60) == 0
+    pid = await start_worker(forks, db, blocks_file, batch)
+    assert await forks.wait(pid, 60) == 0
     assert await state_at_tip(db) == (chain.height, reference[chain.height])
 
 

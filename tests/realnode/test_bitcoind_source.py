@@ -308,6 +308,10 @@ async def test_a_login_by_cookie(nodes: RealNodes, tmp_path: Path) -> None:
     """A node without `rpcuser` writes a cookie, a new one at each start: `--rpc-cookie` logs
     in with it, and a client reads it again after the node restarted."""
     node = Bitcoind(nodes.bitcoind.binary, tmp_path / "bchn", cookie=True)
+    # BCHN stops only once its kept-alive RPC connections (the client's here) have been idle
+    # for -rpcservertimeout, 30 s by default.
+    node.datadir.mkdir(parents=True)
+    (node.datadir / "bitcoin.conf").write_text("rpcservertimeout=2\n")
     try:
         node.start()
         node.mine(3)

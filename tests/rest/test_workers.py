@@ -4,10 +4,11 @@ killed with SIGKILL is restarted while the other answers; the parent's SIGTERM s
 and its SIGKILL takes them down with it. `--nice N` puts every worker, a restarted one too, at
 that scheduling niceness.
 
-A request reaches the chosen worker because the others are stopped (SIGSTOP) meanwhile: each
-worker listens on its own socket of the port (SO_REUSEPORT), so a new connection the kernel
-gives a stopped worker waits in its queue (answered once it runs again, by then unread), and
-the request is sent again on a new connection until the running worker answers it."""
+A request reaches the chosen worker over a kept-alive connection that worker accepted: each
+worker listens on its own socket of the port (SO_REUSEPORT), so which one gets a new connection
+is the kernel's choice; /proc tells which worker holds it. A `/health` probe (no side effect:
+it is exempt from the rate limit) finds such a connection before the request is sent on it, and
+the answer is checked to have come over that same connection."""
 
 from __future__ import annotations
 
@@ -18,15 +19,16 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 
 from indexer.index import open_store
 from tests.indexer.test_store_scenario import CATEGORIES, Scenario, apply_all, rev
-from tests.runtime.procs import alive, children, cmdline, descendants, established_on
+from tests.runtime.procs import alive, children, cmdline, descendants, established_on, peers_on
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class Rest:
     proc: asyncio.subprocess.Process
     url: str
+    # Per worker: a client and the connection (its network stream) that worker accepted.
+    clients: dict[int, tuple[httpx.AsyncClient, Any]] = field(default_factory=dict)
 
     def workers(self) -> list[int]:
         """The worker processes: the children of the pool's fork server."""
@@ -46,21 +50,42 @@ class Rest:
     async def get(
         self, worker: int, path: str, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """`path` answered by `worker` alone (the others stopped meanwhile)."""
-        others = [w for w in self.workers() if w != worker]
-        for pid in others:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            for _ in range(50):  # each new connection goes to a stopped worker at 1 − 1/N
-                async with httpx.AsyncClient(base_url=self.url, timeout=1.0) as client:
-                    try:
-                        return await client.get(path, headers=headers)
-                    except httpx.TimeoutException:
-                        continue
-            raise AssertionError(f"worker {worker} never answered {path}")
-        finally:
-            for pid in others:
-                os.kill(pid, signal.SIGCONT)
+        """`path` answered by `worker` alone."""
+        for _ in range(50):  # each new connection goes to another worker at 1 − 1/N
+            client, known = self.clients.pop(worker, None) or (_client(self.url), None)
+            try:
+                stream = (await client.get("/health")).extensions["network_stream"]
+                holder = worker if stream is known else self._holder(stream, worker)
+                if holder == worker:
+                    response = await client.get(path, headers=headers)
+                    if response.extensions["network_stream"] is stream:  # the same connection
+                        self.clients[worker] = (client, stream)
+                        return response
+                elif holder is not None and holder not in self.clients:
+                    self.clients[holder] = (client, stream)  # for a request to that worker
+                    continue
+            except httpx.TransportError:
+                pass  # a kept-alive connection the worker closed (idle, or the worker killed)
+            await client.aclose()
+        raise AssertionError(f"worker {worker} never answered {path}")
+
+    def _holder(self, stream: Any, likely: int) -> int | None:
+        """The worker that accepted the connection `stream` is the client end of, if any
+        (`likely` looked at first: reading a process's sockets in /proc takes a while)."""
+        client_port = stream.get_extra_info("client_addr")[1]
+        port = int(self.url.rsplit(":", 1)[1])
+        workers = sorted(self.workers(), key=lambda w: w != likely)
+        return next((w for w in workers if client_port in peers_on(w, port)), None)
+
+    async def close_clients(self) -> None:
+        for client, _ in self.clients.values():
+            await client.aclose()
+        self.clients.clear()
+
+
+def _client(url: str) -> httpx.AsyncClient:
+    """A client of one kept-alive connection at a time."""
+    return httpx.AsyncClient(base_url=url, timeout=10, limits=httpx.Limits(max_connections=1))
 
 
 @asynccontextmanager
@@ -75,6 +100,7 @@ async def ladle_rest(
         stderr=asyncio.subprocess.DEVNULL,
         cwd=ROOT,
     )
+    rest = None
     try:
         assert proc.stdout is not None
         ready = orjson.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
@@ -83,6 +109,8 @@ async def ladle_rest(
         assert len(rest.workers()) == workers
         yield rest
     finally:
+        if rest is not None:
+            await rest.close_clients()
         if proc.returncode is None:
             proc.kill()
             await proc.wait()

@@ -57,8 +57,14 @@ def child_running(pid: int, *words: str) -> int:
 
 
 def established_on(pid: int, port: int) -> int:
-    """How many TCP connections to local `port` the process holds (its fds against the
-    ESTABLISHED sockets of /proc/<pid>/net/tcp{,6})."""
+    """How many TCP connections to local `port` the process holds."""
+    return len(peers_on(pid, port))
+
+
+def peers_on(pid: int, port: int) -> set[int]:
+    """The remote ports of the TCP connections to local `port` the process holds (its fds
+    against the ESTABLISHED sockets of /proc/<pid>/net/tcp{,6}): on loopback, the client
+    ends' local ports, which tell which process accepted a client's connection."""
     inodes = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -67,13 +73,16 @@ def established_on(pid: int, port: int) -> int:
                 if link.startswith("socket:["):
                     inodes.add(link[8:-1])
     except OSError:
-        return 0
-    count = 0
+        return set()
+    peers = set()
+    local = f":{port:04X} "  # the local address column ends so; a cheap filter of a long table
     for table in ("tcp", "tcp6"):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                if local not in line:
+                    continue
                 cols = line.split()
                 local_port = int(cols[1].rsplit(":", 1)[1], 16)
                 if local_port == port and cols[3] == "01" and cols[9] in inodes:
-                    count += 1
-    return count
+                    peers.add(int(cols[2].rsplit(":", 1)[1], 16))
+    return peers
