@@ -174,7 +174,11 @@ async def test_replicas_answer_byte_identically(tmp_path: Path) -> None:
             assert ra.status_code < 500, (url, ra.text)
             if not same:
                 diff = [i for i, (x, y) in enumerate(zip(ra.text, rb.text, strict=False)) if x != y]
-                where = ra.text[max(0, diff[0] - 80) : diff[0] + 80] if diff else ""
+                at = diff[0] if diff else min(len(ra.text), len(rb.text))
+                where = [
+                    (r.text[max(0, at - 80) : at + 80], r.headers.get("content-encoding"))
+                    for r in (ra, rb)
+                ]
                 etags = (ra.headers.get("etag"), rb.headers.get("etag"))
                 differ.append((url, ra.status_code, rb.status_code, etags, where))
         assert not differ, json.dumps(differ, indent=1)
