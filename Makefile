@@ -44,10 +44,10 @@ browser:
 	fi
 
 # One test process per core (PYTEST_WORKERS=0 runs them in this one); a file's tests stay in
-# one process, so its module fixtures start once (tests/conftest.py).
+# one process, in order, so its module fixtures start once.
 PYTEST_WORKERS ?= auto
 pytest: $(STAMP) $(NODE_STAMP) browser
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

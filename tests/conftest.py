@@ -1,5 +1,5 @@
-"""Shared test fixtures (where the official vectors live) and how the suite is spread over
-pytest-xdist workers (`make test` runs one per core)."""
+"""Shared test fixtures (where the official vectors live), and the real-node tier's summary
+line when pytest-xdist runs the suite (`make test`: one worker per core, each file in one worker)."""
 
 from __future__ import annotations
 
@@ -21,18 +21,6 @@ def load_vectors(name: str) -> Any:
     """Load a vector file from ../shared/vectors (relative path, e.g. 'vmb/x.json')."""
     with (VECTORS / name).open() as fh:
         return json.load(fh)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup`, a file's tests go to one worker, so its module fixtures (a
-    whole `ladle up`, a built index) start once; the real-node tier is one group, so one regtest
-    BCHN and Fulcrum serve it. Without xdist the mark does nothing."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            path = item.path.relative_to(ROOT)
-            group = "realnode" if path.parts[:2] == ("tests", "realnode") else str(path)
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -2,7 +2,7 @@
 
 Without the binaries every test here is skipped with the reason, and the terminal summary says
 so in one line; with them, it names the versions the tier ran against (see docs/real-nodes.md).
-The line itself is printed by tests/conftest.py, which also keeps the tier in one test process.
+The line itself is printed by tests/conftest.py.
 """
 
 from __future__ import annotations

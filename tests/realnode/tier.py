@@ -1,7 +1,7 @@
 """What the real-node tier did this run, kept where the summary line can read it.
 
-Under pytest-xdist the tier runs in one worker process (tests/conftest.py groups it there) and
-the line is printed by the controlling process, so the outcome travels as worker output.
+Under pytest-xdist the tier runs in worker processes and the line is printed by the
+controlling process, so the outcome travels as worker output.
 """
 
 from __future__ import annotations
