@@ -1,5 +1,5 @@
 """Shared test fixtures (where the official vectors live), and the real-node tier's summary
-line when pytest-xdist runs the suite (`make test`: one worker per core, each file in one worker)."""
+line when pytest-xdist runs the suite (`make test`: a worker per core, each file in one)."""
 
 from __future__ import annotations
 
