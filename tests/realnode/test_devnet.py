@@ -304,7 +304,16 @@ def _wait_health(api: httpx.Client, *, nodes: int, timeout: float = 20.0) -> Any
 
 
 def _get(api: httpx.Client, path: str, **params: Any) -> Any:
-    r = api.get(path, params=params)
+    """The answer, as a client following the specification gets it: with the node mining on a
+    timer, an answer "as of now" is 503 `not_synced` for the moment between a new block and
+    the index holding it, and is asked again."""
+    deadline = time.monotonic() + 20.0
+    while True:
+        r = api.get(path, params=params)
+        not_synced = r.status_code == 503 and r.json()["error"]["code"] == "not_synced"
+        if not not_synced or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert r.status_code == 200, (path, r.text)
     return r.json()
 
