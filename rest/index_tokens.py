@@ -110,11 +110,18 @@ class RegistryTables:
         self._signature: tuple[Any, ...] | None = None
 
     async def sync(self, conn: aiosqlite.Connection, tip: IndexVersion) -> None:
+        await self.revision_in(conn)
+
+    async def revision_in(self, conn: aiosqlite.Connection) -> int:
+        """The revision of the tables as `conn` sees them (kept as `revision`). An answer read
+        inside a snapshot asks it there, so the key it is cached under describes what it read
+        even when a copy arrived since the last poll."""
         # The cheap signature says when to look again; the digest is of the content itself.
         signature = await registry_signature(conn)
         if signature != self._signature:
             content = sorted(tuple(row) for row in await conn.execute_fetchall(_CONTENT_SIGNATURE))
             self.revision, self._signature = _digest(content), signature
+        return self.revision
 
 
 def _digest(content: object) -> int:

@@ -19,8 +19,18 @@ from starlette.responses import Response
 from indexer.store import queries_registry as qr
 from rest import endpoints as e
 from rest.db import Snapshot
+from rest.errors import not_synced
 from rest.routes.common import context, token_id
 from rest.tokens import UnknownSymbolError
+
+
+class _RegistryMovedError(Exception):
+    """The registry tables changed after the answer's key was made: key and answer again."""
+
+
+# A registry copy arrives about once per fetch: more changes than this during one request
+# mean the tables are being rewritten, and the client is asked to come back.
+_ATTEMPTS = 4
 
 
 async def _entry(request: Request, args: e.CategoryArgs, every: bool) -> Response:
@@ -31,17 +41,29 @@ async def _entry(request: Request, args: e.CategoryArgs, every: bool) -> Respons
         # The specification's answer for "no registry entry": a symbol no registry names is
         # no different from an id no registry describes.
         category = None
+    tables = ctx.registry_tables
 
-    async def compute(snap: Snapshot) -> Any:
-        if category is None:
-            return [] if every else None
-        now = snap.tip.max_time
-        if every:
-            return await qr.all_entries(snap.conn, category, now)
-        return await qr.onchain_entry(snap.conn, category, now)
+    for _ in range(_ATTEMPTS):
+        revision = tables.revision
 
-    key = ("registry_all" if every else "registry", category, ctx.registry_tables.revision)
-    return await ctx.answer(request, key, compute)
+        async def compute(snap: Snapshot, revision: int = revision) -> Any:
+            # The key (and so the ETag) names a revision: what is read must be that one's,
+            # or another worker or replica could answer other bytes under the same ETag.
+            if await tables.revision_in(snap.conn) != revision:
+                raise _RegistryMovedError
+            if category is None:
+                return [] if every else None
+            now = snap.tip.max_time
+            if every:
+                return await qr.all_entries(snap.conn, category, now)
+            return await qr.onchain_entry(snap.conn, category, now)
+
+        key = ("registry_all" if every else "registry", category, revision)
+        try:
+            return await ctx.answer(request, key, compute)
+        except _RegistryMovedError:
+            continue
+    raise not_synced("the token registries are being updated: retry shortly")
 
 
 async def entry(request: Request, args: e.CategoryArgs) -> Response:

@@ -305,6 +305,49 @@ async def app_over(config: RestConfig) -> AsyncIterator[tuple[httpx.AsyncClient,
             yield c, app.state.ctx
 
 
+async def test_an_answer_read_after_a_copy_arrived_is_not_under_the_old_etag(
+    pworld: ProtocolWorld, tmp_path: Path
+) -> None:
+    """Two workers (or replicas) over one index: one answered before a registry copy arrived,
+    the other answers after it, before its poller has seen the change (or, at start, before
+    its first poll). Their ETags may only be equal if their bodies are."""
+    db = tmp_path / "copy.sqlite"
+    shutil.copy(pworld.db, db)
+    hidden = pworld.token(UNREACHABLE)
+    assert hidden.bcmr is not None
+    body = pworld.documents[hidden.bcmr.uri.replace("ipfs://", "/ipfs/")]
+    url = f"/registry/token/{hidden.category}"
+    early_config = pworld.config(db_path=db, poll_interval=3600)
+    late_config = pworld.config(db_path=db, poll_interval=3600)
+    async with (
+        app_over(early_config) as (early, early_ctx),
+        app_over(late_config) as (late, ctx),
+    ):
+        await early_ctx.watcher.refresh()
+        await ctx.watcher.refresh()
+        before = await early.get(url)
+        assert before.status_code == 200 and before.json() is None
+
+        async def fetch(url: str, cfg: FetchConfig) -> Download:
+            return Download(url, 200, body, None)
+
+        conn = await open_writer(db)
+        try:
+            clock = float(2_100_000_000)
+            fetcher = RegistryFetcher(conn, FetchConfig(), clock=lambda: clock, fetch=fetch)
+            assert await fetcher.run_once() >= 1
+        finally:
+            await conn.close()
+        revision = ctx.registry_tables.revision  # what its last poll saw
+        after = await late.get(url)
+        assert after.status_code == 200
+        assert after.json() == expected_entry(pworld, hidden, body)
+        assert after.headers["etag"] != before.headers["etag"]
+        assert ctx.registry_tables.revision != revision
+        again = await late.get(url, headers={"If-None-Match": after.headers["etag"]})
+        assert again.status_code == 304
+
+
 async def test_a_registry_fetched_between_blocks_shows_up(
     pworld: ProtocolWorld, tmp_path: Path
 ) -> None:
