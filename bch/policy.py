@@ -470,7 +470,7 @@ def standardness_errors(
     if not (first or outputs):
         add(PolicyViolation("bad-txns-vout-empty", "transaction has no outputs"))
     # Distinct outpoints, none of them null (every router transaction): nothing to report.
-    outpoints = set(map(_outpoint_of, tx.inputs))
+    outpoints = {txin.outpoint for txin in tx.inputs}
     if len(outpoints) < len(tx.inputs) or _NULL_OUTPOINT in outpoints:
         seen: set[tuple[bytes, int]] = set()
         for i, txin in enumerate(tx.inputs):
@@ -577,7 +577,6 @@ _KINDS_MAX = 1 << 16
 _UNKNOWN = "?"  # not a kind `_solve` returns
 _locking_of = attrgetter("locking")
 _unlocking_of = attrgetter("unlocking")
-_outpoint_of = attrgetter("outpoint")
 _NULL_OUTPOINT = (bytes(32), 0xFFFFFFFF)  # equal to the `OutPoint` only a coinbase spends
 
 

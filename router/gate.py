@@ -227,7 +227,8 @@ def _token_problems(
     # A category is its genesis input's txid: no input's txid among them (32-byte hashes, so
     # the rule's case), nothing to look at input by input.
     categories = inputs.keys() | outputs.keys()
-    if categories and not categories.isdisjoint([txin.outpoint.txid for txin in tx.inputs]):
+    # (`outpoint[0]`, its txid: a tuple's item is read faster than its named field.)
+    if categories and not categories.isdisjoint([txin.outpoint[0] for txin in tx.inputs]):
         for txin in tx.inputs:
             outpoint = txin.outpoint
             if outpoint.index == 0 and (outpoint.txid in inputs or outpoint.txid in outputs):
@@ -258,8 +259,9 @@ def _templated_pools_clean(
     routed: Columns,
     encodings: Sequence[PoolEncoding],
 ) -> _PoolPart | None:
-    """The legs' pools (and what they held) when the pool checks of `problems` have nothing to report about `tx`
-    (else None: the caller runs them one by one on `tx.outputs`), decided column by column:
+    """The legs' pools and what they held when the pool checks of `problems` have nothing to
+    report about `tx` (else None: the caller runs them one by one on `tx.outputs`), decided
+    column by column:
     input i is pool i's own trade input and spends pool i's own output, output i is pool i's
     own template (its bytecode and category, no NFT) filled with exactly the leg's state
     (all as its `encodings` hold them, which are standard on their own: `PoolEncoding.
@@ -271,23 +273,21 @@ def _templated_pools_clean(
         return None  # not exactly the routed states
     if not n:
         return _PoolPart(pools, 0, 0)
-    # The encodings' own objects, immutable, so they hold exactly the pool's values (an equal
-    # copy is left to the one-by-one checks): the spent outputs hold what `pools` say.
+    # The encodings' own objects, immutable, so they hold exactly their pool's values (an
+    # equal copy is left to the one-by-one checks).
     others = [
         e
-        for e, pool, txin, spent, template in zip(
-            encodings, pools, tx.inputs, source_outputs, tx.templates
-        )
-        if pool is not e.pool
-        or txin is not e.trade_input
+        for e, txin, spent, template in zip(encodings, tx.inputs, source_outputs, tx.templates)
+        if txin is not e.trade_input
         or spent is not e.source_output
         or template is not e.template
         or not e.standard
     ]
     if others:
         return None
-    before_sats = [pool.sats for pool in pools]
-    before_tokens = [pool.tokens for pool in pools]
+    # What the pool inputs spend (`book.encode` made each source output of its pool's state).
+    before_sats = [e.pool.sats for e in encodings]
+    before_tokens = [e.pool.tokens for e in encodings]
     if (
         min(before_tokens) < 1
         or min(tokens_after) < 1
