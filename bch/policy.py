@@ -515,15 +515,17 @@ def _templated_clean(
     the threshold of the largest such output settles it at once, and only otherwise output
     by output)."""
     values = tx.values
-    if not values or max(values) > MAX_SATS:
-        return None
-    if _kinds_of(tx.templates[vetted:], vm_year) & _NOT_TEMPLATED_KINDS:
+    if not values or _kinds_of(tx.templates[vetted:], vm_year) & _NOT_TEMPLATED_KINDS:
         return None
     if min(values) < _DUST_AT_SIZE[_LARGEST_TEMPLATED] and any(
         map(lt, values, map(_DUST_AT_SIZE.__getitem__, map(len, tx.encoded)))
     ):
         return None
-    return len(values), sum(values)
+    # Every value positive now (none is dust), so a total within 21e14 has no part above it.
+    total = sum(values)
+    if total > MAX_SATS and max(values) > MAX_SATS:
+        return None
+    return len(values), total
 
 
 # Output types a templated output may not have for `_templated_clean`: non-standard, data

@@ -213,9 +213,9 @@ def _token_problems(
             category = categories.pop()
     if category is not None and pools is not None and isinstance(tx, TemplatedTransaction):
         rest_in = _token_totals(source_outputs[n:], "input", found, n)
-        inputs = _after_first(category, pools.tokens, rest_in)
+        inputs = _after_first(category, pools.tokens_in, rest_in)
         rest_out = _token_totals(tx.rest, "output", found, n)
-        outputs = _after_first(category, sum(tx.amounts), rest_out)
+        outputs = _after_first(category, pools.tokens_out, rest_out)
     else:
         inputs = _token_totals(source_outputs, "input", found)
         outputs = _token_totals(tx.outputs, "output", found)
@@ -249,8 +249,10 @@ class _PoolPart(NamedTuple):
     """The pool part of a transaction `_templated_pools_clean` accepted."""
 
     pools: Sequence[Pool]
-    sats: int  # the pools' sats before the trade: what the pool inputs spend
-    tokens: int  # and their tokens
+    sats_in: int  # the pools' sats before the trade: what the pool inputs spend
+    tokens_in: int  # and their tokens
+    sats_out: int  # what the pool outputs hold after it
+    tokens_out: int
 
 
 def _templated_pools_clean(
@@ -272,7 +274,7 @@ def _templated_pools_clean(
     if tx.values != sats_after or tx.amounts != tokens_after or len(encodings) != n:
         return None  # not exactly the routed states
     if not n:
-        return _PoolPart(pools, 0, 0)
+        return _PoolPart(pools, 0, 0, 0, 0)
     # The encodings' own objects, immutable, so they hold exactly their pool's values (an
     # equal copy is left to the one-by-one checks).
     others = [
@@ -282,26 +284,32 @@ def _templated_pools_clean(
         or spent is not e.source_output
         or template is not e.template
         or not e.standard
+        or spent.token is None  # a token-less pool, which no template re-creates
     ]
     if others:
         return None
-    # What the pool inputs spend (`book.encode` made each source output of its pool's state).
-    before_sats = [e.pool.sats for e in encodings]
-    before_tokens = [e.pool.tokens for e in encodings]
-    if (
-        min(before_tokens) < 1
-        or min(tokens_after) < 1
-        or max(tokens_after) > MAX_TOKEN_AMOUNT
-        or max(sats_after) > MAX_SATS
+    # What the pool inputs spend (each a fungible token: an amount of at least 1).
+    spent = source_outputs[:n]
+    before_sats = [o.value for o in spent]
+    before_tokens = [cast(TokenData, o.token).amount for o in spent]
+    if min(tokens_after) < 1 or (
+        min(sats_after) < _MOST_RESERVE  # no reserve exceeds the widest
+        and any(
+            sats < pool_reserve(tokens)
+            for sats, tokens in zip(sats_after, tokens_after, strict=True)
+        )
     ):
-        return None  # a token-less pool output, or an amount no output holds
+        return None  # a token-less pool output, or a pool left below its reserve
+    # Every part positive now, so a sum within a limit has no part above it: a maximum is
+    # only looked for when a sum is above it.
+    sats_out, tokens_out = sum(sats_after), sum(tokens_after)
+    if (sats_out > MAX_SATS and max(sats_after) > MAX_SATS) or (
+        tokens_out > MAX_TOKEN_AMOUNT and max(tokens_after) > MAX_TOKEN_AMOUNT
+    ):
+        return None  # an amount no output holds
     if not _predicate_holds(before_sats, before_tokens, sats_after, tokens_after):
         return None
-    if min(sats_after) < _MOST_RESERVE and any(  # no reserve exceeds the widest
-        sats < pool_reserve(tokens) for sats, tokens in zip(sats_after, tokens_after, strict=True)
-    ):
-        return None
-    return _PoolPart(pools, sum(before_sats), sum(before_tokens))
+    return _PoolPart(pools, sum(before_sats), sum(before_tokens), sats_out, tokens_out)
 
 
 def _predicate_holds(
@@ -448,8 +456,11 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
     # Miner fee within [asked rate, asked rate + overpay band] of the worst-case signed size.
     signed = worst_case_signed(tx, funding)
     size = signed.size()
-    if pools is not None:  # the pool inputs spend what the pools held
-        paid = pools.sats + sum([o.value for o in source_outputs[n_pools:]]) - output_total(tx)
+    if pools is not None:  # the pools' part summed by `_templated_pools_clean`
+        rest = cast(TemplatedTransaction, tx).rest
+        paid = (pools.sats_in + sum([o.value for o in source_outputs[n_pools:]])) - (
+            pools.sats_out + sum([o.value for o in rest])
+        )
     else:
         paid = sum([o.value for o in source_outputs]) - output_total(tx)
     floor = max(min_relay_fee(size, MIN_RELAY_FEE_PER_KB), miner_fee(size, exp.fee_per_kb))
