@@ -8,8 +8,9 @@ route models are updated the same way at once (`route.update_models`, so the fir
 a change does not pay for them); every other token keeps its `Pool` objects and its models.
 
 The book also keeps each routed pool's encodings (`Encodings`: its transaction input, output
-and template, its JSON text, whether they are standard), made once per pool and carried from book to book while the pool
-stays, so a build spends no time re-encoding the pools it trades.
+and template, whether they are standard, its JSON text), made once per pool and carried from
+book to book while the pool stays, so a build spends no time re-encoding the pools it trades
+or asking again whether they are standard.
 """
 
 from __future__ import annotations

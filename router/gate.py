@@ -279,7 +279,9 @@ def _templated_pools_clean(
     # equal copy is left to the one-by-one checks).
     others = [
         e
-        for e, txin, spent, template in zip(encodings, tx.inputs, source_outputs, tx.templates)
+        for e, txin, spent, template in zip(
+            encodings, tx.inputs, source_outputs, tx.templates, strict=False
+        )
         if txin is not e.trade_input
         or spent is not e.source_output
         or template is not e.template
