@@ -311,9 +311,9 @@ def standardness_errors(
     Relay-policy reasons come in the order of BCHN's `IsStandardTx`; the context-free consensus
     reasons it checks elsewhere (`bad-txns-*`) follow. Empty list: standard.
 
-    `vetted`: the caller knows that the first `vetted` inputs, and the first `vetted` templated
-    outputs of a `TemplatedTransaction` (0 otherwise), are each standard on their own
-    (`standard_spend` of the input, the coin it spends and the template said so), so their
+    `vetted`: the caller knows that the first `vetted` inputs, and of a `TemplatedTransaction`
+    the first `vetted` templated outputs, are each standard on their own (`standard_spend` of
+    the input, the coin it spends and the template, for this `vm_year`, said so), so those
     unlocking bytecodes and template bytecodes are not looked at again: a router spends and
     re-creates the same pools build after build. What depends on the transaction (values,
     dust, sizes, duplicate outpoints) is checked for every input and output regardless.
