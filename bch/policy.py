@@ -47,7 +47,14 @@ from bch.token import (
     PREFIX_TOKEN,
     Capability,
 )
-from bch.tx import MAX_SATS, FungibleTemplate, TemplatedTransaction, Transaction, TxOutput
+from bch.tx import (
+    MAX_SATS,
+    FungibleTemplate,
+    TemplatedTransaction,
+    Transaction,
+    TxInput,
+    TxOutput,
+)
 
 MIN_RELAY_FEE_PER_KB = 1000
 DUST_RELAY_FEE_PER_KB = 1000
@@ -261,13 +268,14 @@ def _output_type(locking: bytes, vm_year: int) -> str | None:
 
 
 def input_standardness_errors(
-    tx: Transaction, source_outputs: Sequence[TxOutput], *, vm_year: int = 2026
+    tx: Transaction, source_outputs: Sequence[TxOutput], *, vm_year: int = 2026, vetted: int = 0
 ) -> list[PolicyViolation]:
     """BCHN's `AreInputsStandard`: every spent output must be of a known type (bare multisig of
-    any size counts; from 2026 so does any bytecode of at most 201 bytes)."""
+    any size counts; from 2026 so does any bytecode of at most 201 bytes). `vetted`: as in
+    `standardness_errors`, the first `vetted` spent outputs are known to be of a known type."""
     _check_year(vm_year)
     _check_aligned(tx, source_outputs)
-    if None not in _kinds_of(source_outputs, vm_year):
+    if None not in _kinds_of(source_outputs[vetted:], vm_year):
         return []  # every type known (a router's pools, build after build): nothing to report
     return [
         PolicyViolation(
@@ -285,7 +293,6 @@ def input_standardness_errors(
 
 _TOKEN_PREFIX_BYTE = bytes((PREFIX_TOKEN,))
 _OP_RETURN_BYTE = bytes((OP_RETURN,))
-_index_of = attrgetter("index")
 
 # `is_push_only` per unlocking bytecode, kept across calls (a pure function of the bytes; the
 # bytes objects cache their hash). Bounded: cleared when full.
@@ -296,11 +303,20 @@ _PUSH_ONLY_MAX = 1 << 16
 _UNLOCKING_CLEAN: dict[int, dict[bytes, bool]] = {}
 
 
-def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyViolation]:
+def standardness_errors(
+    tx: Transaction, *, vm_year: int = 2026, vetted: int = 0
+) -> list[PolicyViolation]:
     """Everything BCHN rejects about `tx` on its own, without looking at the coins it spends.
 
     Relay-policy reasons come in the order of BCHN's `IsStandardTx`; the context-free consensus
     reasons it checks elsewhere (`bad-txns-*`) follow. Empty list: standard.
+
+    `vetted`: the caller knows that the first `vetted` inputs, and of a `TemplatedTransaction`
+    the first `vetted` templated outputs, are each standard on their own (`standard_spend` of
+    the input, the coin it spends and the template, for this `vm_year`, said so), so those
+    unlocking bytecodes and template bytecodes are not looked at again: a router spends and
+    re-creates the same pools build after build. What depends on the transaction (values,
+    dust, sizes, duplicate outpoints) is checked for every input and output regardless.
     """
     _check_year(vm_year)
     errors: list[PolicyViolation] = []
@@ -328,8 +344,9 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
         unlocking_clean.clear()
     # Every unlocking already known push-only and within the limit (a router's pools, build
     # after build): nothing to report, decided by one C-level lookup per input.
-    known = all(map(unlocking_clean.get, map(_unlocking_of, tx.inputs)))
-    for i, txin in enumerate(() if known else tx.inputs):
+    inputs = tx.inputs[vetted:] if vetted else tx.inputs
+    known = all(map(unlocking_clean.get, map(_unlocking_of, inputs)))
+    for i, txin in enumerate(() if known else inputs, vetted):
         unlocking = txin.unlocking
         pushes = push_only.get(unlocking)
         if pushes is None:
@@ -361,7 +378,7 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     total_out = 0
     dust_at = _DUST_AT_SIZE
     outputs: Sequence[TxOutput]
-    if isinstance(tx, TemplatedTransaction) and (clean := _templated_clean(tx, vm_year)):
+    if isinstance(tx, TemplatedTransaction) and (clean := _templated_clean(tx, vm_year, vetted)):
         # The templated outputs report nothing: only the others are looked at one by one.
         (first, total_out), outputs = clean, tx.rest
     else:
@@ -452,9 +469,9 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
         add(PolicyViolation("bad-txns-vin-empty", "transaction has no inputs"))
     if not (first or outputs):
         add(PolicyViolation("bad-txns-vout-empty", "transaction has no outputs"))
-    outpoints = list(map(_outpoint_of, tx.inputs))
-    # Distinct outpoints with no null index (every router transaction): nothing to report.
-    if len(set(outpoints)) < len(outpoints) or 0xFFFFFFFF in map(_index_of, outpoints):
+    # Distinct outpoints, none of them null (every router transaction): nothing to report.
+    outpoints = {txin.outpoint for txin in tx.inputs}
+    if len(outpoints) < len(tx.inputs) or _NULL_OUTPOINT in outpoints:
         seen: set[tuple[bytes, int]] = set()
         for i, txin in enumerate(tx.inputs):
             key = (txin.outpoint.txid, txin.outpoint.index)
@@ -485,29 +502,58 @@ def standardness_errors(tx: Transaction, *, vm_year: int = 2026) -> list[PolicyV
     return errors
 
 
-def _templated_clean(tx: TemplatedTransaction, vm_year: int) -> tuple[int, int] | None:
+def _templated_clean(
+    tx: TemplatedTransaction, vm_year: int, vetted: int = 0
+) -> tuple[int, int] | None:
     """(count, value total) of `tx`'s templated outputs when the output checks of
     `standardness_errors` have nothing to say about any of them, else None (the caller then
     checks every output one by one). Decided from the templates' bytecodes, the values and the
     outputs' sizes without a Python-level step per output: each is a fungible-token output
-    (no NFT, never a bare 0xef prefix) whose bytecode is of a standard non-data type, whose
-    value is within 21e14 sats and at least the dust threshold of its size (the threshold
-    grows with the size, so the least value against the largest size's threshold settles it
-    at once, and only otherwise output by output)."""
+    (no NFT, never a bare 0xef prefix) whose bytecode is of a standard non-data type (known
+    for the first `vetted` templates), whose value is within 21e14 sats and at least the dust
+    threshold of its size (the threshold grows with the size, so a least value at or above
+    the threshold of the largest such output settles it at once, and only otherwise output
+    by output)."""
     values = tx.values
-    if not values:
+    if not values or _kinds_of(tx.templates[vetted:], vm_year) & _NOT_TEMPLATED_KINDS:
         return None
-    top = max(map(len, tx.encoded))
-    if top >= _DUST_SIZES or max(values) > MAX_SATS:
-        return None
-    if min(values) < _DUST_AT_SIZE[top] and any(
+    if min(values) < _DUST_AT_SIZE[_LARGEST_TEMPLATED] and any(
         map(lt, values, map(_DUST_AT_SIZE.__getitem__, map(len, tx.encoded)))
     ):
         return None
-    found = _kinds_of(tx.templates, vm_year)
-    if None in found or "multisig" in found or "nulldata" in found:
+    # Every value positive now (none is dust), so a total within 21e14 has no part above it.
+    total = sum(values)
+    if total > MAX_SATS and max(values) > MAX_SATS:
         return None
-    return len(values), sum(values)
+    return len(values), total
+
+
+# Output types a templated output may not have for `_templated_clean`: non-standard, data
+# (dust-exempt, counted against the OP_RETURN limit), bare multisig (limited by its keys).
+_NOT_TEMPLATED_KINDS = frozenset({None, "nulldata", "multisig"})
+# The largest templated output of any other type (their bytecodes are at most 201 bytes):
+# value, CompactSize, token prefix with the widest amount, bytecode.
+_LARGEST_TEMPLATED = 8 + 1 + (1 + 32 + 1 + 9) + MAX_STANDARD_LOCKING_SIZE
+
+
+def standard_spend(
+    txin: TxInput, spent: TxOutput, template: FungibleTemplate, *, vm_year: int = 2026
+) -> bool:
+    """Whether an input `txin` spending `spent`, and outputs made by `template`, are each
+    standard on their own: the unlocking bytecode is push-only and within the size limit,
+    `spent`'s bytecode is of a known type, and the template's of a standard non-data type
+    other than bare multisig. Checked once per coin, it lets a caller pass `vetted` to
+    `standardness_errors` and `input_standardness_errors` for every transaction that spends
+    the coin through `txin` and re-creates it from `template`."""
+    _check_year(vm_year)
+    unlocking = txin.unlocking
+    limit = MAX_STANDARD_UNLOCKING_SIZE if vm_year >= 2026 else MAX_STANDARD_UNLOCKING_SIZE_LEGACY
+    return (
+        len(unlocking) <= limit
+        and is_push_only(unlocking)
+        and _solve(spent.locking, vm_year) is not None
+        and _solve(template.locking, vm_year) not in _NOT_TEMPLATED_KINDS
+    )
 
 
 def _kinds_of(holders: Sequence[TxOutput | FungibleTemplate], vm_year: int) -> set[str | None]:
@@ -533,7 +579,7 @@ _KINDS_MAX = 1 << 16
 _UNKNOWN = "?"  # not a kind `_solve` returns
 _locking_of = attrgetter("locking")
 _unlocking_of = attrgetter("unlocking")
-_outpoint_of = attrgetter("outpoint")
+_NULL_OUTPOINT = (bytes(32), 0xFFFFFFFF)  # equal to the `OutPoint` only a coinbase spends
 
 
 def is_standard(tx: Transaction, *, vm_year: int = 2026) -> bool:
@@ -749,6 +795,7 @@ __all__ = [
     "is_unspendable",
     "min_relay_fee",
     "standard_output_type",
+    "standard_spend",
     "standardness_errors",
     "token_balance_errors",
     "token_burns",

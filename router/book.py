@@ -8,8 +8,9 @@ route models are updated the same way at once (`route.update_models`, so the fir
 a change does not pay for them); every other token keeps its `Pool` objects and its models.
 
 The book also keeps each routed pool's encodings (`Encodings`: its transaction input, output
-and template, its JSON text), made once per pool and carried from book to book while the pool
-stays, so a build spends no time re-encoding the pools it trades.
+and template, whether they are standard, its JSON text), made once per pool and carried from
+book to book while the pool stays, so a build spends no time re-encoding the pools it trades
+or asking again whether they are standard.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from bch.policy import standard_spend
 from bch.token import TokenData
 from bch.tx import FungibleTemplate, OutPoint, TxInput, TxOutput, hex_to_hash
 from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
@@ -40,6 +42,9 @@ class PoolEncoding:
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
     leg_buy: bytes  # `wire.leg_templates`: its leg object buying and selling, numbers as %d
     leg_sell: bytes
+    # `trade_input`, `source_output` and `template` are each standard on their own
+    # (`bch.policy.standard_spend`): the gate need not ask the policy checks again per build.
+    standard: bool
 
 
 def encode(pool: Pool) -> PoolEncoding:
@@ -49,14 +54,17 @@ def encode(pool: Pool) -> PoolEncoding:
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
     buy, sell = leg_templates(pool)
+    trade_input = TxInput(outpoint, trade_unlocking(pool.owner_pkh))
+    template = FungibleTemplate(locking, category)
     return PoolEncoding(
         pool,
-        TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
+        trade_input,
         source,
-        FungibleTemplate(locking, category),
+        template,
         source_output_bytes(source),
         buy,
         sell,
+        standard_spend(trade_input, source, template),
     )
 
 

@@ -19,7 +19,12 @@ from hypothesis import strategies as st
 
 from bch import policy
 from bch.hashes import sha256
-from bch.policy import input_standardness_errors, standardness_errors
+from bch.policy import (
+    MAX_STANDARD_LOCKING_SIZE,
+    input_standardness_errors,
+    standard_spend,
+    standardness_errors,
+)
 from bch.script import p2pkh_locking
 from bch.token import MAX_TOKEN_AMOUNT, NFT, Capability, TokenData
 from bch.tx import (
@@ -35,7 +40,7 @@ from bch.tx import (
 )
 from protocols.cauldron.formulas import PoolState
 from router import gate, wire
-from router.book import Encodings, encode
+from router.book import Encodings, PoolEncoding, encode
 from router.build import BuildResult, build
 from router.params import RouterConfig, parse_build_params
 from router.pools import PoolBook
@@ -247,6 +252,20 @@ def test_a_sat_or_a_token_off_is_caught_as_by_the_plain_gate(
             gate.enforce(_templated(bad), sources, exp)
 
 
+def test_a_routed_state_no_output_holds_is_judged_the_plain_way(
+    builds: list[tuple[BuildResult, gate.Expectation]],
+) -> None:
+    """A route saying a pool ends above 21e14 sats (the contract predicate alone would pass
+    it): the column checks find the value by the sum, and the plain checks report it."""
+    tx, sources, exp = _honest(builds)
+    values = tuple(_bumped(tx.values, 1, MAX_SATS + 1 - tx.values[1]))
+    routed = dataclasses.replace(exp, routed=(exp.routed[0], values, exp.routed[2]))
+    bad = _templated(tx, values=values)
+    assert gate._templated_pools_clean(bad, sources, routed.routed, routed.encodings) is None
+    found = _same_verdicts(bad, sources, routed)
+    assert any("toolarge" in f for f in found), found
+
+
 def test_a_template_an_input_or_a_source_not_the_pools_is_judged_the_plain_way(
     builds: list[tuple[BuildResult, gate.Expectation]],
 ) -> None:
@@ -328,20 +347,17 @@ def test_fewer_templates_than_pools_is_judged_the_plain_way(
     assert _same_verdicts(empty, sources, exp) == []
 
 
-def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
-    """A pool holding no token cannot be re-created by a fungible template: the fast path
-    leaves it to the plain checks, which say so."""
-    pool = make_pool(TOKEN_A, 100_000, 0, "token-less")
-    encoded = encode(pool)
-    assert encoded.source_output.token is None
-    leg = Leg(pool, PoolState(101_000, 1))
+def _one_pool_trade(
+    encoded: PoolEncoding, after: PoolState
+) -> tuple[TemplatedTransaction, tuple[TxOutput, ...], gate.Expectation]:
+    """A transaction trading through the one pool `encoded` to `after` (its template
+    re-creating it), a coin of the user's paying, and what the gate expects of it."""
     coin = TxOutput(10**8, USER.locking_bytecode)
     ins = [encoded.trade_input, TxInput(OutPoint(sha256(b"coin"), 0))]
     rest = [TxOutput(10**8 - 2_000, USER.locking_bytecode)]
-    tx = TemplatedTransaction(ins, [encoded.template], [101_000], [1], rest)
-    sources = (encoded.source_output, coin)
+    tx = TemplatedTransaction(ins, [encoded.template], [after.sats], [after.tokens], rest)
     exp = gate.Expectation(
-        ((leg.pool,), (leg.after.sats,), (leg.after.tokens,)),
+        ((encoded.pool,), (after.sats,), (after.tokens,)),
         (encoded,),
         USER.locking_bytecode,
         USER.locking_bytecode,
@@ -354,9 +370,82 @@ def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
         1000,
         (1,),
     )
+    return tx, (encoded.source_output, coin), exp
+
+
+def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
+    """A pool holding no token cannot be re-created by a fungible template: the fast path
+    leaves it to the plain checks, which say so."""
+    encoded = encode(make_pool(TOKEN_A, 100_000, 0, "token-less"))
+    assert encoded.source_output.token is None
+    tx, sources, exp = _one_pool_trade(encoded, PoolState(101_000, 1))
     assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
     found = _same_verdicts(tx, sources, exp)
     assert any("does not re-create" in f for f in found)
+
+
+def test_a_pool_not_standard_on_its_own_is_still_caught() -> None:
+    """The policy checks skip the pools' unlocking and bytecodes only for encodings found
+    standard (`PoolEncoding.standard`, once per pool): a pool whose trade input is not
+    push-only, or whose bytecode is of no standard type, is judged the plain way and
+    reported."""
+    pool = make_pool(TOKEN_A, 100_000, 1_000, "odd")
+    honest = encode(pool)
+    assert honest.standard
+    tx, sources, exp = _one_pool_trade(honest, PoolState(101_100, 1_000))
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings)
+    assert _same_verdicts(tx, sources, exp) == []
+
+    not_push_only = TxInput(honest.trade_input.outpoint, b"\x76" + honest.trade_input.unlocking)
+    assert honest.source_output.token is not None
+    odd_locking = bytes(MAX_STANDARD_LOCKING_SIZE + 1)  # too long for "pay to script"
+    odd_source = TxOutput(pool.sats, odd_locking, honest.source_output.token)
+    odd_template = FungibleTemplate(odd_locking, CAT_A)
+    cases = {
+        "scriptsig-not-pushonly": dataclasses.replace(honest, trade_input=not_push_only),
+        "scriptpubkey": dataclasses.replace(
+            honest, source_output=odd_source, template=odd_template
+        ),
+    }
+    for reason, odd in cases.items():
+        assert not standard_spend(odd.trade_input, odd.source_output, odd.template)
+        odd = dataclasses.replace(odd, standard=False)  # as `book.encode` finds it
+        tx, sources, exp = _one_pool_trade(odd, PoolState(101_100, 1_000))
+        assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
+        found = _same_verdicts(tx, sources, exp)
+        assert any(f"non-standard ({reason})" in f for f in found), (reason, found)
+    assert any("bad-txns-nonstandard-inputs" in f for f in found)
+
+
+def test_vetted_parts_are_skipped_only_where_the_checks_would_find_nothing(
+    builds: list[tuple[BuildResult, gate.Expectation]],
+) -> None:
+    """`vetted` spares the policy checks what `standard_spend` vouched for: on honest builds
+    and on ones with a non-standard user part the answers are those without it."""
+    for result, exp in builds:
+        tx, sources = result.tx, result.source_outputs
+        assert isinstance(tx, TemplatedTransaction)
+        n = len(exp.encodings)
+        assert all(
+            standard_spend(i, s, t)
+            for i, s, t in zip(tx.inputs, sources, tx.templates, strict=False)
+        )
+        dust = _templated(tx, rest=[*tx.rest, TxOutput(10, b"\x6a" * 300)])
+        for checked in (tx, dust):
+            assert standardness_errors(checked, vetted=n) == standardness_errors(checked)
+            assert input_standardness_errors(
+                checked, sources, vetted=n
+            ) == input_standardness_errors(checked, sources)
+        assert standardness_errors(dust, vetted=n)
+
+
+def test_the_largest_templated_output_of_a_standard_type() -> None:
+    """The dust check's one comparison assumes no templated output of a standard type is
+    larger than `_LARGEST_TEMPLATED`: a bytecode of the longest standard size and the widest
+    amount make exactly that."""
+    widest = FungibleTemplate(bytes(MAX_STANDARD_LOCKING_SIZE), CAT_A)
+    assert policy.standard_output_type(widest.locking) == "script"
+    assert len(widest.output(1, MAX_TOKEN_AMOUNT).encode()) == policy._LARGEST_TEMPLATED
 
 
 @settings(max_examples=150, deadline=None)
