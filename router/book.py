@@ -35,6 +35,7 @@ class PoolEncoding:
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
+    input_hex: str  # `trade_input`'s wire bytes in hex (`wire` splices the transaction's hex)
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
@@ -48,10 +49,12 @@ def encode(pool: Pool) -> PoolEncoding:
     token = TokenData(category, pool.tokens) if pool.tokens else None
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
+    trade_input = TxInput(outpoint, trade_unlocking(pool.owner_pkh))
     buy, sell = leg_templates(pool)
     return PoolEncoding(
         pool,
-        TxInput(outpoint, trade_unlocking(pool.owner_pkh)),
+        trade_input,
+        trade_input.encode().hex(),
         source,
         FungibleTemplate(locking, category),
         source_output_bytes(source),
