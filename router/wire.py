@@ -298,21 +298,26 @@ def _route(q: Quote, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
 
 def build_doc(result: BuildResult) -> dict[str, Any]:
     """`tx.build`'s result."""
-    return _build(result, _sources_doc(result), quote_doc(result.route))
+    return _build(result, result.tx.hex(), _sources_doc(result), quote_doc(result.route))
 
 
 def build_bytes(result: BuildResult) -> bytes:
-    """`orjson.dumps(build_doc(result))`, with the pools' `source_outputs` entries spliced
-    from the bytes the book keeps per pool and the route's legs written straight to JSON:
-    what the daemon sends."""
+    """`orjson.dumps(build_doc(result))`, with the pools' inputs' hex and `source_outputs`
+    entries spliced from the text the book keeps per pool and the route's legs written
+    straight to JSON: what the daemon sends."""
     return orjson.dumps(
-        _build(result, orjson.Fragment(_sources_bytes(result)), _route_spliced(result.route))
+        _build(
+            result,
+            _tx_hex(result),
+            orjson.Fragment(_sources_bytes(result)),
+            _route_spliced(result.route),
+        )
     )
 
 
-def _build(result: BuildResult, sources: Any, route: Any) -> dict[str, Any]:
+def _build(result: BuildResult, tx_hex: str, sources: Any, route: Any) -> dict[str, Any]:
     return {
-        "unsigned_tx_hex": _tx_hex(result),
+        "unsigned_tx_hex": tx_hex,
         "source_outputs": sources,
         "inputs_to_sign": list(result.inputs_to_sign),
         "expected_output": str(result.expected_output),

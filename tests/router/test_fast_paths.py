@@ -410,6 +410,25 @@ def _orders() -> list[dict[str, object]]:
     ]
 
 
+def test_the_transactions_hex_is_spliced_only_from_its_own_pool_inputs() -> None:
+    """`build_bytes` takes the pools' inputs' hex from the book; a transaction whose inputs
+    are not the route's pools (here: one pool input replaced by a funding-like input, and a
+    transaction with no pool inputs at all) is written from its own bytes."""
+    book = standard_book()
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    result = build(book, parse_build_params(_orders()[0], config), config)
+    assert wire._tx_hex(result) == result.tx.hex()
+    inputs = list(result.tx.inputs)
+    inputs[0] = TxInput(inputs[0].outpoint)  # the pool's outpoint, unlocked otherwise
+    for tx in (
+        result.tx.replace(inputs=tuple(inputs)),
+        result.tx.replace(inputs=tuple(inputs[len(result.route.encodings) :])),
+    ):
+        other = dataclasses.replace(result, tx=tx)
+        assert wire._tx_hex(other) == tx.hex() != result.tx.hex()
+        assert wire.build_bytes(other) == orjson.dumps(wire.build_doc(other))
+
+
 def test_the_daemons_json_bytes_are_the_dicts() -> None:
     book = standard_book()
     config = RouterConfig(fee_address=FEE_WALLET.token_address)
