@@ -24,7 +24,7 @@ from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
 from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
-from router.wire import leg_pieces, source_output_bytes
+from router.wire import leg_templates, source_output_bytes
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -39,8 +39,8 @@ class PoolEncoding:
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
-    leg_buy: tuple[bytes, ...]  # `wire.leg_pieces`: its leg object, buying and selling, cut
-    leg_sell: tuple[bytes, ...]  # before each number
+    leg_buy: bytes  # `wire.leg_templates`: its leg object buying and selling, numbers as %d
+    leg_sell: bytes
     price: float | None  # sats per token before any trade (None without tokens)
 
 
@@ -51,7 +51,7 @@ def encode(pool: Pool) -> PoolEncoding:
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
     trade_input = TxInput(outpoint, trade_unlocking(pool.owner_pkh))
-    buy, sell = leg_pieces(pool)
+    buy, sell = leg_templates(pool)
     return PoolEncoding(
         pool,
         trade_input,

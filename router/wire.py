@@ -6,8 +6,8 @@ sends and are held byte-equal to `orjson.dumps` of the plain forms (`tests/route
 test_columns_match_legs.py`, `test_templated.py`). A 350-leg reply would spend most of its time
 building and walking per-leg dicts, so the bytes come from each pool's constant text, which the
 book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
-(`source_output_bytes`) and its leg object cut at its numbers (`leg_pieces`), joined with
-a whole route's numbers as orjson writes them.
+(`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
+filled for a whole route by one `%`.
 """
 
 from __future__ import annotations
@@ -129,26 +129,22 @@ def leg_doc(leg: Leg) -> dict[str, Any]:
     }
 
 
-def leg_pieces(pool: Pool) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """The pool's leg object as orjson writes `leg_doc`, buying and selling, cut before each
+def leg_templates(pool: Pool) -> tuple[bytes, bytes]:
+    """The pool's leg object as orjson writes `leg_doc`, buying and selling, with `%d` in place
     of its five numbers (amount_in, amount_out, lp_fee, sats_after, tokens_after): a route's
-    legs are their pools' pieces with the numbers between them (`legs_json_bytes`). The first
-    piece opens with `"},`, the end of the leg before it (the route's first leg drops it).
-    Ids are validated lowercase hex and the rest are integers, so nothing needs escaping."""
+    legs are their pools' templates joined and filled by one `%` (`legs_json_bytes`). Ids are
+    validated lowercase hex and the rest are integers, so nothing needs escaping and no `%`
+    is in the constant text."""
     head = (
-        f'"}},{{"txid":"{pool.txid}","tx_pos":{pool.vout},"owner_pkh":"{pool.owner_pkh.hex()}",'
+        f'{{"txid":"{pool.txid}","tx_pos":{pool.vout},"owner_pkh":"{pool.owner_pkh.hex()}",'
         f'"token_id":"{pool.token_id}","direction":"'
     )
-    rest = (
-        '","amount_in":"',
-        '","amount_out":"',
-        '","lp_fee":"',
-        f'","sats_before":"{pool.sats}","tokens_before":"{pool.tokens}","sats_after":"',
-        '","tokens_after":"',
+    tail = (
+        '","amount_in":"%d","amount_out":"%d","lp_fee":"%d",'
+        f'"sats_before":"{pool.sats}","tokens_before":"{pool.tokens}",'
+        '"sats_after":"%d","tokens_after":"%d"}'
     )
-    buy = (head + "buy" + rest[0], *rest[1:])
-    sell = (head + "sell" + rest[0], *rest[1:])
-    return tuple(map(str.encode, buy)), tuple(map(str.encode, sell))
+    return f"{head}buy{tail}".encode(), f"{head}sell{tail}".encode()
 
 
 def legs_json_bytes(
@@ -160,7 +156,7 @@ def legs_json_bytes(
     """The legs' JSON objects (`leg_doc`'s, as orjson writes them) joined by commas, when every
     leg trades in `direction`, and the prices `Quote.prices` takes from a hop of these legs
     (least pre- and post-trade sats per token buying, greatest selling). `encodings` are the
-    pools' (their `leg_pieces`); `amounts` (the hop's `Hop.amounts`, what the columns were
+    pools' (their `leg_templates`); `amounts` (the hop's `Hop.amounts`, what the columns were
     made from) spares recomputing them. None when there are no legs or some leg goes the
     other way."""
     pools, sats, tokens = columns
@@ -182,29 +178,20 @@ def legs_json_bytes(
     if buying:
         if min(ins) < 1:
             return None
-        pieces = [piece for e in encodings for piece in e.leg_buy]
+        templates = [e.leg_buy for e in encodings]
         sats_moved, pick = ins, min
     else:
         if min(outs) < 0:  # sats after above sats before
             return None
-        pieces = [piece for e in encodings for piece in e.leg_sell]
+        templates = [e.leg_sell for e in encodings]
         sats_moved, pick = outs, max
-    numbers: list[int] = [0] * (5 * n)  # leg by leg, in the pieces' order
+    numbers: list[int] = [0] * (5 * n)  # leg by leg, in the templates' order
     numbers[0::5] = ins
     numbers[1::5] = outs
     numbers[2::5] = [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]  # `lp_fee`
     numbers[3::5] = sats
     numbers[4::5] = tokens
-    try:
-        # orjson writes integers several times faster than Python's `%d`/`str`.
-        digits = orjson.dumps(numbers)[1:-1].split(b",")
-    except orjson.JSONEncodeError:  # beyond 64 bits: no pool holds such amounts
-        digits = [b"%d" % number for number in numbers]
-    text = [b""] * (10 * n + 1)  # each piece, then its number; then the last leg's end
-    text[0:-1:2] = pieces
-    text[1::2] = digits
-    text[0] = text[0][3:]  # no leg before the first
-    text[-1] = b'"}'
+    text = b",".join(templates) % tuple(numbers)
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
     try:
@@ -213,7 +200,7 @@ def legs_json_bytes(
         pre = None
     if pre is None:
         pre = pick([pool.sats / pool.tokens for pool in pools])
-    return b"".join(text), pre, pick(map(truediv, sats, tokens))
+    return text, pre, pick(map(truediv, sats, tokens))
 
 
 # --- quotes ----------------------------------------------------------------------------------
