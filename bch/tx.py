@@ -152,57 +152,11 @@ class FungibleTemplate:
         return (FungibleTemplate, (self.locking, self.category))
 
     def output(self, value: int, amount: int) -> TxOutput:
-        """`TxOutput(value, locking, TokenData(category, amount))`, encoded.
-
-        The two frozen dataclasses are filled slot by slot through the slots' own
-        descriptors rather than their `__init__` (a third of the cost, and a router makes one
-        per pool it trades), and the bytes are the value, the script field's length and
-        prefix head for the amount's width (made once per width), the amount's CompactSize
-        and the bytecode: the category was checked when the template was made, and an amount
-        `TokenData` would refuse is still refused by `TokenData` itself.
-        `tests/router/test_fast_paths.py` holds the result equal, field for field and byte
-        for byte, to the plain constructors'."""
-        if amount < 0xFD:
-            if amount < 1:
-                TokenData(self.category, amount)  # raises its own error (0 without an NFT)
-            lead = self._leads[0]
-            amount_bytes = _ONE_BYTE[amount]
-        elif amount <= 0xFFFF:
-            lead = self._leads[1]
-            amount_bytes = _CS16(0xFD, amount)
-        elif amount <= 0xFFFFFFFF:
-            lead = self._leads[2]
-            amount_bytes = _CS32(0xFE, amount)
-        else:
-            if amount > MAX_TOKEN_AMOUNT:
-                TokenData(self.category, amount)  # raises its own error (range)
-            lead = self._leads[3]
-            amount_bytes = _CS64(0xFF, amount)
-        token = _new(TokenData)
-        _t_category(token, self.category)
-        _t_amount(token, amount)
-        _t_nft(token, None)
-        locking = self.locking
-        out = _new(TxOutput)
-        _o_value(out, value)
-        _o_locking(out, locking)
-        _o_token(out, token)
-        _o_encoded(out, _U64.pack(value) + lead + amount_bytes + locking)
-        return out
+        """`TxOutput(value, locking, TokenData(category, amount))`: what one of the encodings
+        `fungible_encodings` makes decodes to (`tests/router/test_templated.py`)."""
+        return TxOutput(value, self.locking, TokenData(self.category, amount))
 
 
-def _slot_setters(cls: type, *names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """The `__set__` of `cls`'s slot descriptors (what `object.__setattr__` ends up calling,
-    without its lookup): `FungibleTemplate.output` fills frozen values with them."""
-    slots = vars(cls)
-    return tuple(slots[name].__set__ for name in names)
-
-
-_t_category, _t_amount, _t_nft = _slot_setters(TokenData, "category", "amount", "nft")
-_o_value, _o_locking, _o_token, _o_encoded = _slot_setters(
-    TxOutput, "value", "locking", "token", "_encoded"
-)
-_ONE_BYTE = tuple(bytes((i,)) for i in range(0xFD))
 _PACKERS: dict[str, Callable[..., bytes]] = {}
 
 
@@ -212,11 +166,6 @@ def _output_packer(fmt: str) -> Callable[..., bytes]:
     if pack is None:
         pack = _PACKERS[fmt] = struct.Struct(fmt).pack
     return pack
-
-
-_CS16 = struct.Struct("<BH").pack
-_CS32 = struct.Struct("<BI").pack
-_CS64 = struct.Struct("<BQ").pack
 
 
 def fungible_encodings(
@@ -352,21 +301,14 @@ class Transaction:
         return cls.from_bytes(raw)
 
 
-_outputs_slot = vars(Transaction)["outputs"]
 _output_bytes = TxOutput.encode
 _input_bytes = TxInput.encode
-_kept_bytes = vars(TxInput)["_encoded"].__get__
 
 
 def _inputs_wire(inputs: Sequence[TxInput]) -> bytes:
-    """The inputs' wire bytes joined: the kept ones read from their slot (C-level), the rest
+    """The inputs' wire bytes joined: most are kept (a router's pool inputs), the rest
     encoded."""
-    parts = list(map(_kept_bytes, inputs))
-    j = -1
-    for _ in range(parts.count(None)):  # usually a few new inputs (a builder's funding)
-        j = parts.index(None, j + 1)
-        parts[j] = inputs[j].encode()
-    return b"".join(parts)
+    return b"".join([i._encoded or i.encode() for i in inputs])
 
 
 class TemplatedTransaction(Transaction):
@@ -378,13 +320,22 @@ class TemplatedTransaction(Transaction):
     and policy checks read the integers (`router.gate`, `bch.policy.standardness_errors`):
     `tests/router/test_templated.py` holds everything equal to the plain `Transaction`."""
 
-    __slots__ = ("_outputs_at", "amounts", "encoded", "rest", "templates", "values")
+    __slots__ = (
+        "_made_outputs",
+        "_outputs_at",
+        "amounts",
+        "encoded",
+        "rest",
+        "templates",
+        "values",
+    )
     templates: tuple[FungibleTemplate, ...]
     values: tuple[int, ...]
     amounts: tuple[int, ...]
     encoded: tuple[bytes, ...]  # each templated output's wire bytes
     rest: tuple[TxOutput, ...]
     _outputs_at: int
+    _made_outputs: tuple[TxOutput, ...] | None  # `outputs`, once something has read them
 
     def __init__(
         self,
@@ -422,16 +373,16 @@ class TemplatedTransaction(Transaction):
         _set(self, "locktime", locktime)
         _set(self, "raw", raw)
         _set(self, "_outputs_at", at)  # where the output count starts in `raw`
+        _set(self, "_made_outputs", None)
 
     @property
     def outputs(self) -> tuple[TxOutput, ...]:
         """The templated outputs as objects (made on first read, then kept), then `rest`."""
-        try:
-            made: tuple[TxOutput, ...] = _outputs_slot.__get__(self, Transaction)
-        except AttributeError:
+        made = self._made_outputs
+        if made is None:
             made = tuple(map(FungibleTemplate.output, self.templates, self.values, self.amounts))
             made += self.rest
-            _outputs_slot.__set__(self, made)
+            _set(self, "_made_outputs", made)
         return made
 
     def with_inputs(self, inputs: Sequence[TxInput]) -> TemplatedTransaction:

@@ -37,6 +37,7 @@ class PoolEncoding:
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
+    input_hex: str  # `trade_input`'s wire bytes in hex (`wire` splices the transaction's hex)
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
@@ -45,6 +46,7 @@ class PoolEncoding:
     # `trade_input`, `source_output` and `template` are each standard on their own
     # (`bch.policy.standard_spend`): the gate need not ask the policy checks again per build.
     standard: bool
+    price: float | None  # sats per token before any trade (None without tokens)
 
 
 def encode(pool: Pool) -> PoolEncoding:
@@ -53,18 +55,20 @@ def encode(pool: Pool) -> PoolEncoding:
     token = TokenData(category, pool.tokens) if pool.tokens else None
     source = TxOutput(pool.sats, locking, token)
     outpoint = OutPoint(hex_to_hash(pool.txid), pool.vout)
-    buy, sell = leg_templates(pool)
     trade_input = TxInput(outpoint, trade_unlocking(pool.owner_pkh))
+    buy, sell = leg_templates(pool)
     template = FungibleTemplate(locking, category)
     return PoolEncoding(
         pool,
         trade_input,
+        trade_input.encode().hex(),
         source,
         template,
         source_output_bytes(source),
         buy,
         sell,
         standard_spend(trade_input, source, template),
+        pool.sats / pool.tokens if pool.tokens else None,
     )
 
 

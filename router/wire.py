@@ -13,10 +13,12 @@ filled for a whole route by one `%`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from operator import truediv
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from bch.encoding import compact_size_len
 from bch.tx import TxOutput
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, lp_fee
 from router.errors import RouterError
@@ -192,8 +194,13 @@ def legs_json_bytes(
     text = b",".join(templates) % tuple(numbers)
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
-    pre = pick([pool.sats / pool.tokens for pool in pools])
-    return text, pre, pick([x / t for x, t in zip(sats, tokens, strict=True)])
+    try:
+        pre: float | None = pick(cast(list[float], [e.price for e in encodings]))
+    except TypeError:  # a token-less pool's price is None
+        pre = None
+    if pre is None:
+        pre = pick([pool.sats / pool.tokens for pool in pools])
+    return text, pre, pick(map(truediv, sats, tokens))
 
 
 # --- quotes ----------------------------------------------------------------------------------
@@ -278,21 +285,26 @@ def _route(q: Quote, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
 
 def build_doc(result: BuildResult) -> dict[str, Any]:
     """`tx.build`'s result."""
-    return _build(result, _sources_doc(result), quote_doc(result.route))
+    return _build(result, result.tx.hex(), _sources_doc(result), quote_doc(result.route))
 
 
 def build_bytes(result: BuildResult) -> bytes:
-    """`orjson.dumps(build_doc(result))`, with the pools' `source_outputs` entries spliced
-    from the bytes the book keeps per pool and the route's legs written straight to JSON:
-    what the daemon sends."""
+    """`orjson.dumps(build_doc(result))`, with the pools' inputs' hex and `source_outputs`
+    entries spliced from the text the book keeps per pool and the route's legs written
+    straight to JSON: what the daemon sends."""
     return orjson.dumps(
-        _build(result, orjson.Fragment(_sources_bytes(result)), _route_spliced(result.route))
+        _build(
+            result,
+            _tx_hex(result),
+            orjson.Fragment(_sources_bytes(result)),
+            _route_spliced(result.route),
+        )
     )
 
 
-def _build(result: BuildResult, sources: Any, route: Any) -> dict[str, Any]:
+def _build(result: BuildResult, tx_hex: str, sources: Any, route: Any) -> dict[str, Any]:
     return {
-        "unsigned_tx_hex": result.tx.hex(),
+        "unsigned_tx_hex": tx_hex,
         "source_outputs": sources,
         "inputs_to_sign": list(result.inputs_to_sign),
         "expected_output": str(result.expected_output),
@@ -303,13 +315,30 @@ def _build(result: BuildResult, sources: Any, route: Any) -> dict[str, Any]:
     }
 
 
+def _tx_hex(result: BuildResult) -> str:
+    """`result.tx.hex()`. The pools' inputs are most of a routed transaction's bytes and the
+    same in every build while the pools stay, so when the transaction spends them first (what
+    `build` makes) their hex comes from the book (`PoolEncoding.input_hex`)."""
+    raw = result.tx.to_bytes()
+    inputs = result.tx.inputs
+    encodings = result.route.encodings
+    n = len(encodings)
+    if not n or [e.trade_input for e in encodings] != list(inputs[:n]):
+        return raw.hex()
+    hexes = [e.input_hex for e in encodings]
+    start = 4 + compact_size_len(len(inputs))  # after the version and the input count
+    end = start + sum(map(len, hexes)) // 2
+    view = memoryview(raw)
+    return "".join([view[:start].hex(), *hexes, view[end:].hex()])
+
+
 def _sources_bytes(result: BuildResult) -> bytes:
     encodings = result.route.encodings
     n = len(encodings)
     sources = result.source_outputs
     if [e.source_output for e in encodings] == list(sources[:n]):
         # Every pool input spends the pool's own output (what `build` makes, the same
-        # objects, so `==` answers by identity): its entry comes made, one C-level map.
+        # objects, so `==` answers by identity): its entry comes made.
         parts = [e.source_json for e in encodings]
     else:
         parts = [
