@@ -138,48 +138,31 @@ _ARRAY_MEMBERS = 160
 # Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
-_ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (1, 2, LP_FEE_DEN, _KEEP))
+_ZERO, _ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (0, 1, 2, LP_FEE_DEN, _KEEP))
 _SHIFT_64 = np.int64(_KEY_SHIFT)
 _STEP_LIMIT = 1 << 30  # a heap key `step << 32 | pool` stays within int64 below it
+# Subtracted from the divisor t − y: the sats missing for y units and for y + 1 at once.
+_THIS_AND_NEXT = np.array([[0], [1]], dtype=np.int64)
 
 
 class _PurchaseArrays(NamedTuple):
-    """A buying model's columns as numpy arrays, by model index (`_Model.purchase_arrays`)."""
+    """A buying model's columns as numpy arrays, a row per pool by model index
+    (`_Model.purchase_arrays`), so one gather reads a few pools' rows."""
 
     vmax: FloatArray
-    vmin: FloatArray
-    a: FloatArray
-    c: FloatArray
-    cap_out: FloatArray
-    caps: IntArray
-    k_less: IntArray
-    sats: IntArray
-    t_ok: IntArray
-    room: IntArray
+    floats: FloatArray  # v_min, a, c, cap_out
+    ints: IntArray  # `_PurchaseColumns`
 
 
 def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
-    caps, k_less, sats, t_ok, room = m.purchase_columns()
+    columns = m.purchase_columns()
+    _, k_less, _, t_ok, _ = columns
     if max(k_less, default=0) >= _NARROW or max(t_ok, default=0) >= _NARROW:
         return None
-
-    def floats(col: list[float]) -> FloatArray:
-        return np.array(col, dtype=np.float64)
-
-    def ints(col: list[int]) -> IntArray:
-        return np.array(col, dtype=np.int64)
-
     return _PurchaseArrays(
-        floats(m.vmax),
-        floats(m.vmin),
-        floats(m.a),
-        floats(m.c),
-        floats(m.cap_out),
-        ints(caps),
-        ints(k_less),
-        ints(sats),
-        ints(t_ok),
-        ints(room),
+        np.array(m.vmax, dtype=np.float64),
+        np.array([m.vmin, m.a, m.c, m.cap_out], dtype=np.float64).T.copy(),
+        np.array(columns, dtype=np.int64).T.copy(),
     )
 
 
@@ -197,21 +180,18 @@ def _purchases_arrays(
     rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
     idx = np.sort(np.array(members, dtype=np.int64))
     idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
-    saturated = rate <= arrays.vmin[idx]
-    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * rate)
-    cap = arrays.caps[idx]
+    vmin, a, c, cap_out = arrays.floats[idx].T
+    cap, k1, x, t, room = arrays.ints[idx].T
+    out = np.where(rate <= vmin, cap_out, c - a * rate)
     y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
     whole = y >= _ONE
-    idx, y, cap = idx[whole], y[whole], cap[whole]
-    t = arrays.t_ok[idx]
-    inline = (y < cap) & (y + _ONE < t)
-    k1, x = arrays.k_less[idx], arrays.sats[idx]
+    inline = whole & (y < cap) & (y + _ONE < t)
     d = np.where(inline, t - y, _TWO)  # (any divisor ≥ 2 where the result is not read)
-    now = (k1 // d - x) * _DEN // _KEEP_64 + _ONE
-    more = (k1 // (d - _ONE) - x) * _DEN // _KEEP_64 + _ONE
-    fast = inline & (more <= arrays.room[idx])
-    step = more - now
-    queued = fast & (step >= 0)
+    now, more = (k1 // (d - _THIS_AND_NEXT) - x) * _DEN // _KEEP_64 + _ONE
+    fast = (inline & (more <= room))[whole]
+    idx, y, step = idx[whole], y[whole], (more - now)[whole]
+    now = now[whole]
+    queued = fast & (step >= _ZERO)
     positions = np.flatnonzero(queued)
     steps = step[queued]
     if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
@@ -578,13 +558,14 @@ class _Model:
         else:
             sats = tuple(map(sub, sats_before, ys))
             tokens = tuple(map(add, tokens_before, xs))
-        # The narrowest width's size for every leg, plus each step up for the legs past it.
+        # The narrowest width's size for every leg, plus each step up for the legs past it
+        # (all of them, when even the least is: a token's pools are often alike).
         size = len(tokens) * _TRADE_BY_WIDTH[0]
-        most = max(tokens, default=0)
+        least, most = min(tokens, default=0), max(tokens, default=0)
         for top, step in _WIDTH_STEPS:
             if most <= top:
                 break
-            size += step * sum(map(gt, tokens, repeat(top)))
+            size += step * (len(tokens) if least > top else sum(map(gt, tokens, repeat(top))))
         return Hop.of_columns(
             token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
         )
