@@ -17,6 +17,7 @@ from router.solve.model import (
     _KEEP,
     _KEY_POOL,
     _KEY_SHIFT,
+    IntArray,
     _input_limit,
     _LegColumns,
     _Model,
@@ -181,6 +182,7 @@ def _polish_in(
         for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
         if y < caps[i]
     ]
+    heapq.heapify(heap)
     spare = _buy_cheapest_units(m, _Units(index, get, pay, heap), amount - sum(pay))
     if not _place_rest(m, index, pay, get, spare):
         return legs  # it cannot be spent exactly within the limits: the legs as they came
@@ -189,10 +191,8 @@ def _polish_in(
 
 def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
     """Exact in: while the spare input covers it, buy the whole output unit that costs least
-    (`units.heap`, heapified here), updating `units.get` and `units.pay`; returns the spare
-    left."""
+    (`units.heap`), updating `units.get` and `units.pay`; returns the spare left."""
     index, get, pay, heap = units
-    heapq.heapify(heap)
     # A pool's next unit replaces its bought one at the top (one sift, not a pop and a push):
     # a pool has one entry at a time, so the keys are distinct and the order is the same.
     pop, replace = heapq.heappop, heapq.heapreplace
@@ -321,6 +321,7 @@ def _exact_in_by_out(
     alloc: Sequence[tuple[int, float, float]] | None,
     amount: int,
     v: float,
+    member_array: IntArray | None = None,
 ) -> _LegColumns | None:
     """Exact in, when the legs are worth polishing: straight from the continuous split's
     outputs to whole units. Each pool gets the integer part of its continuous output and pays
@@ -330,7 +331,8 @@ def _exact_in_by_out(
     unit-by-unit input distribution first (`_exact_in`) would be undone by that polish anyway.
 
     None (the caller takes the input-first path) when the legs are not worth polishing, when
-    every pool is full with input left, or when a formula refuses an amount near a limit."""
+    every pool is full with input left, or when a formula refuses an amount near a limit.
+    `member_array`: `members` as an array, when the caller has one."""
     if v * v > 1.0:
         return None
     in_for_out = m.in_for_out
@@ -339,7 +341,7 @@ def _exact_in_by_out(
         # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
         # units, their costs and the polish heap in one pass.
         try:
-            units = m.buy_units(members, v)
+            units = m.buy_units(members if member_array is None else member_array, v)
         except ValueError:
             return None
     else:
@@ -356,6 +358,7 @@ def _exact_in_by_out(
             return None
         pay = [now for now, _ in costs]
         heap = [_unit_key(step, p) for p, (_, step) in enumerate(costs) if step >= 0]
+        heapq.heapify(heap)
         units = _Units(index, get, pay, heap)
     if not units.indices:
         return None
@@ -371,6 +374,7 @@ def _exact_in_by_out(
                 for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
                 if y < caps[i]
             ]
+            heapq.heapify(heap)
         spare = _buy_cheapest_units(m, units, spare)
     except ValueError:
         return None

@@ -4,6 +4,7 @@ they start to trade, with the contract's exact per-pool arithmetic inline.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
@@ -110,9 +111,9 @@ def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumn
 class _Units(NamedTuple):
     """Whole output units bought from a few pools, as columns by *position*: the pools' model
     indices (ascending), each pool's units (`get`) and what it pays for them (`pay`), and the
-    polish heap's entries for the pools that can take one more unit (`heap`: `_unit_key(next
-    unit's cost, position)`; positions ascend with the model indices, so the heap orders as
-    it would by pool)."""
+    polish heap's entries for the pools that can take one more unit (`heap`, in heap order:
+    `_unit_key(next unit's cost, position)`; positions ascend with the model indices, so the
+    heap orders as it would by pool)."""
 
     indices: list[int]
     get: list[int]
@@ -167,7 +168,7 @@ def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
 
 
 def _purchases_arrays(
-    arrays: _PurchaseArrays, members: Sequence[int], v: float
+    arrays: _PurchaseArrays, members: Sequence[int] | IntArray, v: float
 ) -> tuple[_Units, list[int]]:
     """`_Model.buy_units` of the members read as arrays: the units, and the payments and the
     polish heap's entries the inline arithmetic answers; the positions of the others, left to
@@ -178,10 +179,10 @@ def _purchases_arrays(
     ⌊1000·(missing − 1) / 997⌋ + 1. The same IEEE operations as the Python expressions of
     `_allocation`, so the same floats."""
     rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
-    idx = np.sort(np.array(members, dtype=np.int64))
+    idx = np.sort(members if isinstance(members, np.ndarray) else np.array(members, np.int64))
     idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
-    vmin, a, c, cap_out = arrays.floats[idx].T
-    cap, k1, x, t, room = arrays.ints[idx].T
+    vmin, a, c, cap_out = arrays.floats.take(idx, axis=0).T
+    cap, k1, x, t, room = arrays.ints.take(idx, axis=0).T
     out = np.where(rate <= vmin, cap_out, c - a * rate)
     y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
     whole = y >= _ONE
@@ -196,9 +197,9 @@ def _purchases_arrays(
     steps = step[queued]
     if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
         pairs = zip(steps.tolist(), positions.tolist(), strict=True)
-        heap = [s << _KEY_SHIFT | p for s, p in pairs]
+        heap = sorted([s << _KEY_SHIFT | p for s, p in pairs])
     else:
-        heap = ((steps << _SHIFT_64) | positions).tolist()
+        heap = np.sort((steps << _SHIFT_64) | positions).tolist()  # (sorted: a heap)
     units = _Units(idx.tolist(), y.tolist(), now.tolist(), heap)
     return units, np.flatnonzero(~fast).tolist()
 
@@ -469,7 +470,7 @@ class _Model:
             made = self._buy_arrays = (_purchase_arrays(self),)
         return made[0]
 
-    def buy_units(self, members: Sequence[int], v: float) -> _Units:
+    def buy_units(self, members: Sequence[int] | IntArray, v: float) -> _Units:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
         split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
         pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), what it
@@ -479,24 +480,24 @@ class _Model:
 
         From `_ARRAY_MEMBERS` members on the columns go through numpy at once
         (`purchase_arrays`), else member by member; a pool whose purchase is near a limit asks
-        `in_for_out`. The heap's entries are in no particular order (it is heapified, and its
-        keys are distinct)."""
+        `in_for_out`. The heap comes in heap order (its keys are distinct). `members` may come
+        as an array (`_Plan.order_array`)."""
         arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
-        if arrays is None:
-            units, slow = self._purchases_inline(members, v)
-        else:
+        if arrays is not None:
             units, slow = _purchases_arrays(arrays, members, v)
+        else:
+            listed = members.tolist() if isinstance(members, np.ndarray) else members
+            units, slow = self._purchases_inline(listed, v)
         index, get, pay, heap = units
         caps = self.out_limit
         in_for_out = self.in_for_out
-        add = heap.append
         for p in slow:  # near a limit: the formulas themselves
             i, y = index[p], get[p]
             now = pay[p] = in_for_out(i, y)
             if y < caps[i]:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    add(step << _KEY_SHIFT | p)
+                    heapq.heappush(heap, step << _KEY_SHIFT | p)
         return units
 
     def _purchases_inline(self, members: Iterable[int], v: float) -> tuple[_Units, list[int]]:
@@ -536,6 +537,7 @@ class _Model:
                     continue
             pay.append(0)  # (`buy_units` asks the formulas)
             slow.append(p)
+        heapq.heapify(heap)
         return units, slow
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:

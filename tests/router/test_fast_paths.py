@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Callable
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import assume, given, settings
@@ -637,6 +638,7 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
         [pay[i] for i in index],
         [solve_model._unit_key(step, position[i]) for step, i in heap],
     )
+    heapq.heapify(mine.heap)
     try:
         left = _plain_polish(m, heap, pay, get, caps, spare)
     except ValueError:
@@ -691,3 +693,4 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     assert list(zip(got.indices, got.pay, strict=True)) == sorted(expected[2].items())
     heap = [divmod(key, 2**32) for key in got.heap]
     assert sorted((cost, got.indices[p]) for cost, p in heap) == sorted(expected[3])
+    assert m.buy_units(np.array(members, dtype=np.int64), v) == got  # (a plan's array)
