@@ -204,17 +204,20 @@ def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
         # anything it would not answer inline goes to it.
         _, k_less, sats, t_ok, room = m.purchase_columns()
         den, keep = LP_FEE_DEN, _KEEP
-        while heap and heap[0] >> shift <= spare:
+        while heap:
             key = heap[0]
-            cost, p = key >> shift, key & mask
+            cost = key >> shift
+            if cost > spare:
+                break
+            p = key & mask
             spare -= cost
             paid = pay[p] = pay[p] + cost
             y = get[p] = get[p] + 1
             i = index[p]
             if y < caps[i]:
-                t = t_ok[i]
-                if y + 1 < t:  # as `buy_units`
-                    more = (k_less[i] // (t - y - 1) - sats[i]) * den // keep + 1
+                rest = t_ok[i] - y - 1  # the tokens one more unit would leave
+                if rest > 0:  # as `buy_units`
+                    more = (k_less[i] // rest - sats[i]) * den // keep + 1
                     if more <= room[i]:
                         replace(heap, (more - paid) << shift | p)
                         continue
@@ -222,9 +225,12 @@ def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
             else:
                 pop(heap)
         return spare
-    while heap and heap[0] >> shift <= spare:
+    while heap:
         key = heap[0]
-        cost, p = key >> shift, key & mask
+        cost = key >> shift
+        if cost > spare:
+            break
+        p = key & mask
         spare -= cost
         paid = pay[p] = pay[p] + cost
         y = get[p] = get[p] + 1
