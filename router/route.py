@@ -136,7 +136,8 @@ def _split(
         # A purchase within the pool cap (the common case): `buy_units` reads the split at v
         # itself, so the allocation is made only if that path declines.
         v = fill.v
-        by_out = _exact_in_by_out(m, members, None, amount, v)
+        listed = plan.order_array[: len(members)]  # (the members, as an array)
+        by_out = _exact_in_by_out(m, members, None, amount, v, listed)
         if by_out is not None:
             return by_out, v
         alloc, declined = _allocation(m, members, v), True

@@ -11,6 +11,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from router.hop import Direction
 
 if TYPE_CHECKING:
@@ -32,6 +35,12 @@ class _Plan:
     # The sweep of this plan's breakpoints, exact in and exact out (`_SweepTable`), recorded
     # as far as orders have needed it.
     tables: dict[bool, _SweepTable] = field(default_factory=dict, compare=False, repr=False)
+    # `order` as an array: a sweep's members are a prefix of it, which a purchase of many
+    # pools reads as one (`_Model.buy_units`) without converting the list.
+    order_array: npt.NDArray[np.int64] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "order_array", np.array(self.order, dtype=np.int64))
 
     def sweep(self, m: _Model, target: float, exact_in: bool, limit: int) -> _Fill:
         """The sweep of this plan's breakpoints (`_SweepTable`) for one order."""

@@ -17,11 +17,12 @@ from router.solve.model import (
     _KEEP,
     _KEY_POOL,
     _KEY_SHIFT,
-    _Caps,
+    IntArray,
     _input_limit,
     _LegColumns,
     _Model,
     _unit_key,
+    _Units,
 )
 
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -170,92 +171,154 @@ def _polish_in(
     """Exact in: each pool's output is rounded down on its own, leaving input that buys no
     whole unit. Pool those remainders and buy whole units where the next one is cheapest; what
     is still left stays with the largest leg that can hold it (exact in spends exactly
-    `amount`)."""
-    get = {i: y for i, _, y in legs}
-    pay = {i: m.in_for_out(i, y) for i, y in get.items()}
-    spare = amount - sum(pay.values())
-    caps = {i: m.out_cap(i) for i in get}
-    heap = [_unit_key(m.in_for_out(i, get[i] + 1) - pay[i], i) for i in get if get[i] < caps[i]]
-    spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
-    if not _place_rest(m, pay, get, spare):
-        return legs  # it cannot be spent exactly within the limits: the legs as they came
-    return [(i, pay[i], get[i]) for i in sorted(pay)]
-
-
-def _buy_cheapest_units(
-    m: _Model,
-    heap: list[int],
-    pay: dict[int, int],
-    get: dict[int, int],
-    caps: _Caps,
-    spare: int,
-) -> int:
-    """Exact in: while the spare input covers it, buy the whole output unit that costs least
-    (`heap`: `_unit_key(next unit's cost, pool)`, heapified here); returns the spare left."""
+    `amount`). `legs` in pool order."""
+    in_for_out = m.in_for_out
+    index = [i for i, _, _ in legs]
+    get = [y for _, _, y in legs]
+    pay = list(map(in_for_out, index, get))
+    caps = m.out_limit
+    heap = [
+        _unit_key(in_for_out(i, y + 1) - paid, p)
+        for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
+        if y < caps[i]
+    ]
     heapq.heapify(heap)
+    spare = _buy_cheapest_units(m, _Units(index, get, pay, heap), amount - sum(pay))
+    if not _place_rest(m, index, pay, get, spare):
+        return legs  # it cannot be spent exactly within the limits: the legs as they came
+    return list(zip(index, pay, get, strict=True))
+
+
+def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
+    """Exact in: while the spare input covers it, buy the whole output unit that costs least
+    (`units.heap`), updating `units.get` and `units.pay`; returns the spare left."""
+    index, get, pay, heap = units
     # A pool's next unit replaces its bought one at the top (one sift, not a pop and a push):
     # a pool has one entry at a time, so the keys are distinct and the order is the same.
     pop, replace = heapq.heappop, heapq.heapreplace
     in_for_out = m.in_for_out
+    caps = m.out_limit
     shift, mask = _KEY_SHIFT, _KEY_POOL
     if m.direction is Direction.BUY:
         # `in_for_out`'s purchase arithmetic inline (a 350-leg order buys ~170 units here);
         # anything it would not answer inline goes to it.
         _, k_less, sats, t_ok, room = m.purchase_columns()
         den, keep = LP_FEE_DEN, _KEEP
-        while heap and heap[0] >> shift <= spare:
+        while heap:
             key = heap[0]
-            cost, i = key >> shift, key & mask
+            cost = key >> shift
+            if cost > spare:
+                break
+            p = key & mask
             spare -= cost
-            paid = pay[i] = pay[i] + cost
-            y = get[i] = get[i] + 1
+            paid = pay[p] = pay[p] + cost
+            y = get[p] = get[p] + 1
+            i = index[p]
             if y < caps[i]:
-                t = t_ok[i]
-                if y + 1 < t:  # as `buy_units`
-                    more = (k_less[i] // (t - y - 1) - sats[i]) * den // keep + 1
+                rest = t_ok[i] - y - 1  # the tokens one more unit would leave
+                if rest > 0:  # as `buy_units`
+                    more = (k_less[i] // rest - sats[i]) * den // keep + 1
                     if more <= room[i]:
-                        replace(heap, (more - paid) << shift | i)
+                        replace(heap, (more - paid) << shift | p)
                         continue
-                replace(heap, (in_for_out(i, y + 1) - paid) << shift | i)
+                replace(heap, (in_for_out(i, y + 1) - paid) << shift | p)
             else:
                 pop(heap)
         return spare
-    while heap and heap[0] >> shift <= spare:
+    while heap:
         key = heap[0]
-        cost, i = key >> shift, key & mask
+        cost = key >> shift
+        if cost > spare:
+            break
+        p = key & mask
         spare -= cost
-        pay[i] += cost
-        get[i] += 1
-        if get[i] < caps[i]:
-            replace(heap, (in_for_out(i, get[i] + 1) - pay[i]) << shift | i)
+        paid = pay[p] = pay[p] + cost
+        y = get[p] = get[p] + 1
+        i = index[p]
+        if y < caps[i]:
+            replace(heap, (in_for_out(i, y + 1) - paid) << shift | p)
         else:
             pop(heap)
     return spare
 
 
-def _place_rest(m: _Model, pay: dict[int, int], get: dict[int, int], spare: int) -> bool:
+def _place_rest(
+    m: _Model,
+    index: list[int],
+    pay: list[int],
+    get: list[int],
+    spare: int,
+    members: Sequence[int] | None = None,
+) -> bool:
     """Exact in: the input no whole unit could use goes to the largest leg (its output made
     again for it), or as far as the pools' input limits allow, to the next ones (near 2^63−1
-    tokens the largest may not hold it all). False if the limits leave some of it over."""
-    # The largest leg (the first of the largest, as the stable sort below would order them)
-    # usually holds it all: the sort only when it cannot.
+    tokens the largest may not hold it all). False if the limits leave some of it over.
+
+    Legs paying the same go in `members` order (the split's order of the pools), or, without
+    it, in their own."""
     if not pay:
         return not spare
-    first = max(pay, key=pay.__getitem__)
-    take = min(spare, max(0, _input_limit(m.pools[first], m.direction) - pay[first]))
+    limit = _input_limit
+    pools, direction, out_for_in = m.pools, m.direction, m.out_for_in
+    # The largest leg usually holds it all: the sort only when it cannot.
+    first = _largest(index, pay, members)
+    take = min(spare, max(0, limit(pools[index[first]], direction) - pay[first]))
     if take == spare:
         pay[first] += take
-        get[first] = m.out_for_in(first, pay[first])
+        get[first] = out_for_in(index[first], pay[first])
         return True
-    for n, i in enumerate(sorted(pay, key=pay.__getitem__, reverse=True)):
-        take = min(spare, max(0, _input_limit(m.pools[i], m.direction) - pay[i]))
+    rank = range(len(pay)) if members is None else _ranks(index, members)
+    for n, p in enumerate(sorted(range(len(pay)), key=lambda p: (-pay[p], rank[p]))):
+        take = min(spare, max(0, limit(pools[index[p]], direction) - pay[p]))
         if take or n == 0:
-            pay[i] += take
-            get[i] = m.out_for_in(i, pay[i])
+            pay[p] += take
+            get[p] = out_for_in(index[p], pay[p])
             spare -= take
         if not spare:
             return True
     return not spare
+
+
+def _largest(index: list[int], pay: list[int], members: Sequence[int] | None) -> int:
+    """The position of the largest payment, the first in `members` order (or in position
+    order, without it) when several pay as much."""
+    top = max(pay)
+    first = pay.index(top)
+    if members is None or pay.count(top) == 1:
+        return first
+    rank = _ranks(index, members)
+    return min((p for p in range(first, len(pay)) if pay[p] == top), key=rank.__getitem__)
+
+
+def _ranks(index: list[int], members: Sequence[int]) -> list[int]:
+    """Each position's place in `members`."""
+    place = {i: n for n, i in enumerate(members)}
+    return [place[i] for i in index]
+
+
+def _give_back(m: _Model, units: _Units, spare: int) -> tuple[_Units, int]:
+    """Exact in, when the whole units cost more than the input (`spare` < 0; the contract
+    rounds inputs up): give back the dearest units until it fits. The legs left, with an
+    empty heap (the next costs moved)."""
+    index, get, pay, _ = units
+    in_for_out = m.in_for_out
+
+    def saving(p: int) -> int:
+        y = get[p]
+        return in_for_out(index[p], y - 1) - pay[p] if y > 1 else -pay[p]
+
+    back = [(saving(p), p) for p in range(len(index))]
+    heapq.heapify(back)
+    while spare < 0 and back:
+        less, p = heapq.heappop(back)
+        spare -= less
+        pay[p] += less
+        get[p] -= 1
+        if get[p]:
+            heapq.heappush(back, (saving(p), p))
+    kept = [p for p in range(len(index)) if get[p]]
+    left = _Units([index[p] for p in kept], [get[p] for p in kept], [pay[p] for p in kept], [])
+    return left, spare
 
 
 def _exact_in_by_out(
@@ -264,6 +327,7 @@ def _exact_in_by_out(
     alloc: Sequence[tuple[int, float, float]] | None,
     amount: int,
     v: float,
+    member_array: IntArray | None = None,
 ) -> _LegColumns | None:
     """Exact in, when the legs are worth polishing: straight from the continuous split's
     outputs to whole units. Each pool gets the integer part of its continuous output and pays
@@ -273,74 +337,59 @@ def _exact_in_by_out(
     unit-by-unit input distribution first (`_exact_in`) would be undone by that polish anyway.
 
     None (the caller takes the input-first path) when the legs are not worth polishing, when
-    every pool is full with input left, or when a formula refuses an amount near a limit."""
+    every pool is full with input left, or when a formula refuses an amount near a limit.
+    `member_array`: `members` as an array, when the caller has one."""
     if v * v > 1.0:
         return None
     in_for_out = m.in_for_out
-    caps: _Caps
+    caps = m.out_limit
     if m.direction is Direction.BUY:
         # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
         # units, their costs and the polish heap in one pass.
         try:
-            get, caps, pay, ahead = m.buy_units(members, v)
+            units = m.buy_units(members if member_array is None else member_array, v)
         except ValueError:
-            return None
-        if not get:
             return None
     else:
         if alloc is None:
             alloc = _allocation(m, members, v)
-        get, caps_of = {}, {}
-        for (i, _, y), cap in zip(alloc, m.out_caps([i for i, _, _ in alloc]), strict=True):
-            whole = min(int(y), cap)
-            if whole >= 1:
-                get[i] = whole
-                caps_of[i] = cap
-        caps = caps_of
+        whole = sorted((i, min(int(y), caps[i])) for i, _, y in alloc)
+        index = [i for i, y in whole if y >= 1]
+        get = [y for _, y in whole if y >= 1]
         if not get or not _worth_polishing(m, get, v, side_is_input=False):
             return None
         try:
-            costs = m.unit_costs([(i, y, caps[i]) for i, y in get.items()])
+            costs = m.unit_costs([(i, y, caps[i]) for i, y in zip(index, get, strict=True)])
         except ValueError:
             return None
-        pay = {i: now for i, (now, _) in zip(get, costs, strict=True)}
-        ahead = [_unit_key(step, i) for i, (_, step) in zip(get, costs, strict=True) if step >= 0]
+        pay = [now for now, _ in costs]
+        heap = [_unit_key(step, p) for p, (_, step) in enumerate(costs) if step >= 0]
+        heapq.heapify(heap)
+        units = _Units(index, get, pay, heap)
+    if not units.indices:
+        return None
     try:
-        spare = amount - sum(pay.values())
-        gave_back = spare < 0
-        if gave_back:
-            # The contract rounds inputs up: give back the dearest units until it fits.
-            back = [
-                (in_for_out(i, y - 1) - pay[i] if y > 1 else -pay[i], i) for i, y in get.items()
-            ]
-            heapq.heapify(back)
-            while spare < 0 and back:
-                saving, i = heapq.heappop(back)
-                spare -= saving
-                pay[i] += saving
-                get[i] -= 1
-                y = get[i]
-                if y == 0:
-                    del get[i], pay[i]
-                else:
-                    heapq.heappush(back, (in_for_out(i, y - 1) - pay[i] if y > 1 else -pay[i], i))
-            if not get:
+        spare = amount - sum(units.pay)
+        if spare < 0:
+            units, spare = _give_back(m, units, spare)
+            index, get, pay, heap = units
+            if not index:
                 return None
-        if not gave_back:
-            heap = ahead
-        else:  # units were given back: the next costs moved
-            heap = [
-                _unit_key(in_for_out(i, y + 1) - pay[i], i) for i, y in get.items() if y < caps[i]
+            heap += [
+                _unit_key(in_for_out(i, y + 1) - paid, p)
+                for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
+                if y < caps[i]
             ]
-        spare = _buy_cheapest_units(m, heap, pay, get, caps, spare)
+            heapq.heapify(heap)
+        spare = _buy_cheapest_units(m, units, spare)
     except ValueError:
         return None
+    index, get, pay, heap = units
     if spare and not heap:
         return None  # every pool is full: the input-first path tells what the pools can use
-    if not _place_rest(m, pay, get, spare):
+    if not _place_rest(m, index, pay, get, spare, members):
         return None  # it cannot be spent exactly within the limits: the input-first path
-    order = sorted(pay)
-    return order, list(map(pay.__getitem__, order)), list(map(get.__getitem__, order))
+    return index, pay, get
 
 
 # Exact in over a few legs: rounding makes each pool's output a step function of its input,

@@ -4,11 +4,12 @@ they start to trade, with the contract's exact per-pool arithmetic inline.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from operator import gt
+from operator import add, gt, sub
 from typing import NamedTuple
 
 import numpy as np
@@ -95,8 +96,6 @@ def _row_rank(row: _Row) -> tuple[float, tuple[str, int]]:
 # k − 1 (k = sats · tokens), the sats, the tokens (0 when the pool holds no sats, so the inline
 # arithmetic never applies to it), and MAX_SATS − sats (the most a purchase may pay).
 _PurchaseColumns = tuple[list[int], list[int], list[int], list[int], list[int]]
-# A purchase's caps by model index: the model's own column (`buy_units`) or a dict of the legs'.
-_Caps = Sequence[int] | dict[int, int]
 
 
 def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumns:
@@ -107,6 +106,19 @@ def _purchase_columns(pools: Sequence[Pool], caps: list[int]) -> _PurchaseColumn
         [pool.tokens if pool.sats >= 1 else 0 for pool in pools],
         [MAX_SATS - pool.sats for pool in pools],
     )
+
+
+class _Units(NamedTuple):
+    """Whole output units bought from a few pools, as columns by *position*: the pools' model
+    indices (ascending), each pool's units (`get`) and what it pays for them (`pay`), and the
+    polish heap's entries for the pools that can take one more unit (`heap`, in heap order:
+    `_unit_key(next unit's cost, position)`; positions ascend with the model indices, so the
+    heap orders as it would by pool)."""
+
+    indices: list[int]
+    get: list[int]
+    pay: list[int]
+    heap: list[int]
 
 
 # The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
@@ -127,91 +139,69 @@ _ARRAY_MEMBERS = 160
 # Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
-_ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (1, 2, LP_FEE_DEN, _KEEP))
+_ZERO, _ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (0, 1, 2, LP_FEE_DEN, _KEEP))
 _SHIFT_64 = np.int64(_KEY_SHIFT)
 _STEP_LIMIT = 1 << 30  # a heap key `step << 32 | pool` stays within int64 below it
+# Subtracted from the divisor t − y: the sats missing for y units and for y + 1 at once.
+_THIS_AND_NEXT = np.array([[0], [1]], dtype=np.int64)
 
 
 class _PurchaseArrays(NamedTuple):
-    """A buying model's columns as numpy arrays, by model index (`_Model.purchase_arrays`)."""
+    """A buying model's columns as numpy arrays, a row per pool by model index
+    (`_Model.purchase_arrays`), so one gather reads a few pools' rows."""
 
     vmax: FloatArray
-    vmin: FloatArray
-    a: FloatArray
-    c: FloatArray
-    cap_out: FloatArray
-    caps: IntArray
-    k_less: IntArray
-    sats: IntArray
-    t_ok: IntArray
-    room: IntArray
+    floats: FloatArray  # v_min, a, c, cap_out
+    ints: IntArray  # `_PurchaseColumns`
 
 
 def _purchase_arrays(m: _Model) -> _PurchaseArrays | None:
-    caps, k_less, sats, t_ok, room = m.purchase_columns()
+    columns = m.purchase_columns()
+    _, k_less, _, t_ok, _ = columns
     if max(k_less, default=0) >= _NARROW or max(t_ok, default=0) >= _NARROW:
         return None
-
-    def floats(col: list[float]) -> FloatArray:
-        return np.array(col, dtype=np.float64)
-
-    def ints(col: list[int]) -> IntArray:
-        return np.array(col, dtype=np.int64)
-
     return _PurchaseArrays(
-        floats(m.vmax),
-        floats(m.vmin),
-        floats(m.a),
-        floats(m.c),
-        floats(m.cap_out),
-        ints(caps),
-        ints(k_less),
-        ints(sats),
-        ints(t_ok),
-        ints(room),
+        np.array(m.vmax, dtype=np.float64),
+        np.array([m.vmin, m.a, m.c, m.cap_out], dtype=np.float64).T.copy(),
+        np.array(columns, dtype=np.int64).T.copy(),
     )
 
 
 def _purchases_arrays(
-    arrays: _PurchaseArrays, members: Sequence[int], v: float
-) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
-    """`_Model.buy_units` of the members read as arrays: the whole units `get`, and `pay` and
-    the polish heap's entries for the pools the inline arithmetic answers; the others, as
-    (pool, y), left to the formulas (their `pay` entries hold a placeholder, in member order).
+    arrays: _PurchaseArrays, members: Sequence[int] | IntArray, v: float
+) -> tuple[_Units, list[int]]:
+    """`_Model.buy_units` of the members read as arrays: the units, and the payments and the
+    polish heap's entries the inline arithmetic answers; the positions of the others, left to
+    the formulas (their `pay` holds a placeholder).
 
     The inline arithmetic is `in_for_out`'s purchase with k − 1 made once per pool: the sats
     missing, ⌈k/(t − y)⌉ − x, are (k − 1) // (t − y) + 1 − x, ≥ 1 as y ≥ 1, so the cost is
     ⌊1000·(missing − 1) / 997⌋ + 1. The same IEEE operations as the Python expressions of
     `_allocation`, so the same floats."""
     rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
-    idx = np.array(members, dtype=np.int64)
+    idx = np.sort(members if isinstance(members, np.ndarray) else np.array(members, np.int64))
     idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
-    saturated = rate <= arrays.vmin[idx]
-    out = np.where(saturated, arrays.cap_out[idx], arrays.c[idx] - arrays.a[idx] * rate)
-    cap = arrays.caps[idx]
+    vmin, a, c, cap_out = arrays.floats.take(idx, axis=0).T
+    cap, k1, x, t, room = arrays.ints.take(idx, axis=0).T
+    out = np.where(rate <= vmin, cap_out, c - a * rate)
     y = np.minimum(out.astype(np.int64), cap)  # ⌊out⌋ for out ≥ 0 (< 2^53 here)
     whole = y >= _ONE
-    idx, y, cap = idx[whole], y[whole], cap[whole]
-    t = arrays.t_ok[idx]
-    inline = (y < cap) & (y + _ONE < t)
-    k1, x = arrays.k_less[idx], arrays.sats[idx]
+    inline = whole & (y < cap) & (y + _ONE < t)
     d = np.where(inline, t - y, _TWO)  # (any divisor ≥ 2 where the result is not read)
-    now = (k1 // d - x) * _DEN // _KEEP_64 + _ONE
-    more = (k1 // (d - _ONE) - x) * _DEN // _KEEP_64 + _ONE
-    fast = inline & (more <= arrays.room[idx])
-    index = idx.tolist()
-    get = dict(zip(index, y.tolist(), strict=True))
-    pay = dict(zip(index, now.tolist(), strict=True))
-    step = more - now
-    queued = fast & (step >= 0)
+    now, more = (k1 // (d - _THIS_AND_NEXT) - x) * _DEN // _KEEP_64 + _ONE
+    fast = (inline & (more <= room))[whole]
+    idx, y, step = idx[whole], y[whole], (more - now)[whole]
+    now = now[whole]
+    queued = fast & (step >= _ZERO)
+    positions = np.flatnonzero(queued)
     steps = step[queued]
     if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
-        pools = idx[queued].tolist()
-        heap = [s << _KEY_SHIFT | i for s, i in zip(steps.tolist(), pools, strict=True)]
+        pairs = zip(steps.tolist(), positions.tolist(), strict=True)
+        heap = sorted([s << _KEY_SHIFT | p for s, p in pairs])
     else:
-        heap = ((steps << _SHIFT_64) | idx[queued]).tolist()
-    slow = list(zip(idx[~fast].tolist(), y[~fast].tolist(), strict=True))
-    return get, pay, heap, slow
+        heap = np.sort((steps << _SHIFT_64) | positions).tolist()  # (sorted: a heap)
+    units = _Units(idx.tolist(), y.tolist(), now.tolist(), heap)
+    return units, np.flatnonzero(~fast).tolist()
 
 
 class _Model:
@@ -224,6 +214,7 @@ class _Model:
         "_depth_max",
         "_plans",
         "_position",
+        "_reserves",
         "a",
         "b",
         "by_depth",
@@ -273,6 +264,7 @@ class _Model:
         self._plans: dict[float, _Plan] = {}
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
+        self._reserves: tuple[list[int], list[int]] | None = None
         self._buy_cols: _PurchaseColumns | None = None
         self._buy_arrays: tuple[_PurchaseArrays | None] | None = None  # made once
 
@@ -307,6 +299,16 @@ class _Model:
                 top = max(top, pool.sats if buying else pool.tokens)
                 found.append(top)
             self._depth_max = found
+        return found
+
+    def reserves(self) -> tuple[list[int], list[int]]:
+        """The pools' sats and tokens as columns, made once per model (`hop` reads them)."""
+        found = self._reserves
+        if found is None:
+            found = self._reserves = (
+                [pool.sats for pool in self.pools],
+                [pool.tokens for pool in self.pools],
+            )
         return found
 
     def position(self, key: tuple[str, int]) -> int | None:
@@ -468,52 +470,47 @@ class _Model:
             made = self._buy_arrays = (_purchase_arrays(self),)
         return made[0]
 
-    def buy_units(
-        self, members: Sequence[int], v: float
-    ) -> tuple[dict[int, int], Sequence[int], dict[int, int], list[int]]:
+    def buy_units(self, members: Sequence[int] | IntArray, v: float) -> _Units:
         """Buying, exact in by output (`_exact_in_by_out`), in one pass over the continuous
         split of `members` at √rate v (`_allocation`'s outputs, the same expressions): each
-        pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), its cap,
-        what it pays for them and the polish heap's entry (next unit's cost, pool;
-        `_unit_key`) when it can take one more: `out_caps`, `unit_costs` and the dicts made
-        from them, as `test_fast_paths` holds them (the caps as the model's own column, read
-        by pool index). ValueError as `unit_costs` raises it.
+        pool's whole output units `y = min(⌊out⌋, cap)` (pools with none left out), what it
+        pays for them and the polish heap's entry (next unit's cost; `_unit_key`) when it can
+        take one more: `out_caps`, `unit_costs` and the columns made from them, as
+        `test_fast_paths` holds them. ValueError as `unit_costs` raises it.
 
         From `_ARRAY_MEMBERS` members on the columns go through numpy at once
         (`purchase_arrays`), else member by member; a pool whose purchase is near a limit asks
-        `in_for_out`. The heap's entries are in no particular order (it is heapified, and its
-        keys are distinct)."""
+        `in_for_out`. The heap comes in heap order (its keys are distinct). `members` may come
+        as an array (`_Plan.order_array`)."""
         arrays = self.purchase_arrays() if len(members) >= _ARRAY_MEMBERS else None
-        if arrays is None:
-            get, pay, heap, slow = self._purchases_inline(members, v)
+        if arrays is not None:
+            units, slow = _purchases_arrays(arrays, members, v)
         else:
-            get, pay, heap, slow = _purchases_arrays(arrays, members, v)
+            listed = members.tolist() if isinstance(members, np.ndarray) else members
+            units, slow = self._purchases_inline(listed, v)
+        index, get, pay, heap = units
         caps = self.out_limit
         in_for_out = self.in_for_out
-        add = heap.append
-        for i, y in slow:  # near a limit: the formulas themselves
-            now = in_for_out(i, y)
-            pay[i] = now
+        for p in slow:  # near a limit: the formulas themselves
+            i, y = index[p], get[p]
+            now = pay[p] = in_for_out(i, y)
             if y < caps[i]:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    add(step << _KEY_SHIFT | i)
-        return get, caps, pay, heap
+                    heapq.heappush(heap, step << _KEY_SHIFT | p)
+        return units
 
-    def _purchases_inline(
-        self, members: Iterable[int], v: float
-    ) -> tuple[dict[int, int], dict[int, int], list[int], list[tuple[int, int]]]:
+    def _purchases_inline(self, members: Iterable[int], v: float) -> tuple[_Units, list[int]]:
         """`_purchases_arrays` member by member, for fewer members (the arrays' fixed cost
         exceeds the Python loop's) or a model too large for 64 bits (Python integers)."""
         caps, k_less, sats, t_ok, room = self.purchase_columns()
         vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
         den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
-        get: dict[int, int] = {}
-        pay: dict[int, int] = {}
-        heap: list[int] = []
-        slow: list[tuple[int, int]] = []
+        units = _Units([], [], [], [])
+        index, get, pay, heap = units
+        slow: list[int] = []
         add = heap.append
-        for i in members:
+        for i in sorted(members):
             if v >= vmax[i]:
                 continue  # not trading at this rate
             out = cap_out[i] if v <= vmin[i] else c_[i] - a_[i] * v
@@ -523,7 +520,9 @@ class _Model:
                 y = cap
             if y < 1:
                 continue
-            get[i] = y
+            p = len(index)
+            index.append(i)
+            get.append(y)
             t = t_ok[i]
             if y < cap and y + 1 < t:
                 # (Positive operands throughout: CPython's floor division of a negative takes
@@ -532,13 +531,14 @@ class _Model:
                 now = (k1 // (t - y) - x) * den // keep + 1
                 more = (k1 // (t - y - 1) - x) * den // keep + 1
                 if more <= room[i]:
-                    pay[i] = now
+                    pay.append(now)
                     if more >= now:
-                        add((more - now) << shift | i)
+                        add((more - now) << shift | p)
                     continue
-            pay[i] = 0  # (its place in member order; `buy_units` asks the formulas)
-            slow.append((i, y))
-        return get, pay, heap, slow
+            pay.append(0)  # (`buy_units` asks the formulas)
+            slow.append(p)
+        heapq.heapify(heap)
+        return units, slow
 
     def out_caps(self, indices: Iterable[int]) -> list[int]:
         """`out_cap` of each pool."""
@@ -550,21 +550,24 @@ class _Model:
         asks (`Hop.legs`); `tests/router/test_fast_paths.py` holds them equal to
         `reference.plain_leg`'s."""
         indices, xs, ys = chosen
-        model_pools = self.pools
-        pools = tuple([model_pools[i] for i in indices])
+        pools = tuple(map(self.pools.__getitem__, indices))
+        sats_of, tokens_of = self.reserves()
+        sats_before = map(sats_of.__getitem__, indices)
+        tokens_before = map(tokens_of.__getitem__, indices)
         if self.direction is Direction.BUY:
-            sats = tuple([p.sats + x for p, x in zip(pools, xs, strict=True)])
-            tokens = tuple([p.tokens - y for p, y in zip(pools, ys, strict=True)])
+            sats = tuple(map(add, sats_before, xs))
+            tokens = tuple(map(sub, tokens_before, ys))
         else:
-            sats = tuple([p.sats - y for p, y in zip(pools, ys, strict=True)])
-            tokens = tuple([p.tokens + x for p, x in zip(pools, xs, strict=True)])
-        # The narrowest width's size for every leg, plus each step up for the legs past it.
+            sats = tuple(map(sub, sats_before, ys))
+            tokens = tuple(map(add, tokens_before, xs))
+        # The narrowest width's size for every leg, plus each step up for the legs past it
+        # (all of them, when even the least is: a token's pools are often alike).
         size = len(tokens) * _TRADE_BY_WIDTH[0]
-        most = max(tokens, default=0)
+        least, most = min(tokens, default=0), max(tokens, default=0)
         for top, step in _WIDTH_STEPS:
             if most <= top:
                 break
-            size += step * sum(map(gt, tokens, repeat(top)))
+            size += step * (len(tokens) if least > top else sum(map(gt, tokens, repeat(top))))
         return Hop.of_columns(
             token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
         )

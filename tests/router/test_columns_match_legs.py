@@ -156,7 +156,8 @@ def test_purchase_columns_follow_the_model() -> None:
     changed = old.replaced([pools[4]], [moved])
     fresh = _Model(new_pools, Direction.BUY)
     got, want = changed.buy_units(members, v), fresh.buy_units(members, v)
-    assert (got[0], got[2], got[3]) == (want[0], want[2], want[3])
-    assert list(got[1]) == list(want[1]) == [buy_out_cap(p.sats, p.tokens) for p in fresh.pools]
-    for i in got[2]:  # each payment is the contract's own
-        assert got[2][i] == fresh.in_for_out(i, got[0][i])
+    assert got == want
+    caps = [buy_out_cap(p.sats, p.tokens) for p in fresh.pools]
+    assert changed.out_limit == fresh.out_limit == caps
+    for i, y, paid in zip(got.indices, got.get, got.pay, strict=True):
+        assert paid == fresh.in_for_out(i, y)  # each payment is the contract's own

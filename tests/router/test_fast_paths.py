@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Callable
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import assume, given, settings
@@ -40,7 +41,7 @@ from router.quotes import quote
 from router.route import Direction, Hop, Leg, _best_single, _single
 from router.solve import continuous, integer
 from router.solve import model as solve_model
-from router.solve.model import _Model, _model
+from router.solve.model import _Model, _model, _Units
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
@@ -630,25 +631,34 @@ def test_a_purchases_units_and_polish_are_the_plain_ones(
             m.buy_units(members, v)
         return
     got = m.buy_units(members, v)
-    # The caps come as the model's column (indexed by pool); the heap's entries are
-    # `_unit_key(cost, pool)`: one integer ordering as the pair does.
-    got_caps = {i: got[1][i] for i in got[0]}
-    assert (got[0], got_caps, got[2]) == expected[:3]
-    assert sorted(divmod(key, 2**32) for key in got[3]) == sorted(expected[3])
-    assert [got[1][i] for i in range(len(m))] == m.out_caps(range(len(m)))
-    assert sorted(got[3]) == [solve_model._unit_key(*entry) for entry in sorted(expected[3])]
+    # Positions ascend with the pools' indices; the heap's entries are `_unit_key(cost,
+    # position)`: one integer ordering as the pair does.
     get, caps, pay, heap = expected
+    assert got.indices == sorted(get)
+    assert dict(zip(got.indices, got.get, strict=True)) == get
+    assert dict(zip(got.indices, got.pay, strict=True)) == pay
+    assert all(caps[i] == m.out_limit[i] for i in got.indices)
+    position = {i: p for p, i in enumerate(got.indices)}
+    assert sorted(got.heap) == [solve_model._unit_key(c, position[i]) for c, i in sorted(heap)]
     if any(step < 1 for step, _ in heap):
         return  # free units: the route polishes only where a token costs ≥ 1 sat
-    mine = (dict(get), dict(pay), [solve_model._unit_key(*entry) for entry in heap])
+    index = got.indices
+    mine = _Units(
+        index,
+        [get[i] for i in index],
+        [pay[i] for i in index],
+        [solve_model._unit_key(step, position[i]) for step, i in heap],
+    )
+    heapq.heapify(mine.heap)
     try:
         left = _plain_polish(m, heap, pay, get, caps, spare)
     except ValueError:
         with pytest.raises(ValueError):
-            integer._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare)
+            integer._buy_cheapest_units(m, mine, spare)
         return
-    assert integer._buy_cheapest_units(m, mine[2], mine[1], mine[0], caps, spare) == left
-    assert (mine[0], mine[1]) == (get, pay)
+    assert integer._buy_cheapest_units(m, mine, spare) == left
+    assert dict(zip(index, mine.get, strict=True)) == get
+    assert dict(zip(index, mine.pay, strict=True)) == pay
 
 
 def test_real_purchases_polish_the_plain_way() -> None:
@@ -680,8 +690,8 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     states: list[tuple[int, int]], rng: random.Random, share: float
 ) -> None:
     """From `_ARRAY_MEMBERS` members on, `buy_units` reads the columns as arrays: still
-    `_allocation(members, v)` made whole the plain way, pool for pool and in member order
-    (the polish heap's entries in any order: it is heapified, its keys distinct)."""
+    `_allocation(members, v)` made whole the plain way, pool for pool (the polish heap's
+    entries in any order: it is heapified, its keys distinct)."""
     pools = [make_pool(TOKEN_A, x, t, f"many {n}") for n, (x, t) in enumerate(states)]
     m = _Model(pools, Direction.BUY)
     assume(len(m) >= solve_model._ARRAY_MEMBERS)
@@ -690,6 +700,8 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     v = rng.choice([*m.vmax, *m.vmin]) * share
     expected = _plain_units(m, continuous._allocation(m, members, v))
     got = m.buy_units(members, v)
-    assert list(got[0].items()) == list(expected[0].items())
-    assert list(got[2].items()) == list(expected[2].items())
-    assert sorted(divmod(key, 2**32) for key in got[3]) == sorted(expected[3])
+    assert list(zip(got.indices, got.get, strict=True)) == sorted(expected[0].items())
+    assert list(zip(got.indices, got.pay, strict=True)) == sorted(expected[2].items())
+    heap = [divmod(key, 2**32) for key in got.heap]
+    assert sorted((cost, got.indices[p]) for cost, p in heap) == sorted(expected[3])
+    assert m.buy_units(np.array(members, dtype=np.int64), v) == got  # (a plan's array)
