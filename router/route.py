@@ -45,6 +45,7 @@ from router.pools import (
 from router.solve.continuous import _allocation, _plain_fill, _Plan
 from router.solve.integer import (
     _absorb,
+    _best_unit_counts,
     _exact_in,
     _exact_in_by_out,
     _exact_out,
@@ -397,7 +398,7 @@ def solve_hop(
         if split is not None:
             legs, v = split
             if exact_in:
-                legs = _exchange_in(m, legs)
+                legs = _best_unit_counts(m, _exchange_in(m, legs), amount)
             chosen = _Candidate(legs, _value(m, legs, exact_in, cost, v))
         else:
             reach.exact = False

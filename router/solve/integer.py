@@ -5,6 +5,7 @@ marginal rate, the polish, and the exchange between a few legs.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Callable, Sequence, Sized
 from operator import itemgetter
 
@@ -467,6 +468,82 @@ def _exchange_in(m: _Model, legs: _LegColumns) -> _LegColumns:
                 get[a] = out_for_in(pools[a], pay[a]) if pay[a] else 0
     kept = [a for a in range(n) if pay[a] > 0]
     return [pools[a] for a in kept], [pay[a] for a in kept], [get[a] for a in kept]
+
+
+# Exact in over a few legs, counted in output units rather than input: every count of units
+# within `_UNIT_WINDOW` of each leg's (a leg may drop to none), each count bought with the
+# least input the contract takes for it, the input left over added to a leg. The cost of a
+# count grows with the count, so the last leg's best count for the others' is a bisection.
+# Moves of input (`_exchange_in`) miss a better split whose legs differ by several units of a
+# cheap token, where one unit costs several input units.
+_UNIT_WINDOW = (0, 0, 24, 12)  # by the number of legs
+
+
+def _best_unit_counts(m: _Model, legs: _LegColumns, amount: int) -> _LegColumns:
+    """Exact in, two or three legs: the split of `amount` over the same pools buying the most
+    units within `_UNIT_WINDOW` of the legs' counts; `legs` when none buys more."""
+    pools, get = list(legs[0]), list(legs[2])
+    n = len(pools)
+    if n < 2 or n >= len(_UNIT_WINDOW):
+        return legs
+    window = _UNIT_WINDOW[n]
+    unreachable = amount + 1
+    lows = [max(0, y - window) for y in get]
+    costs: list[list[int]] = []  # costs[a][j]: least input buying lows[a] + j units of leg a
+    for i, low, y in zip(pools, lows, get, strict=True):
+        limit = min(amount, _input_limit(m.pools[i], m.direction))
+        cap = m.out_cap(i)
+        row = []
+        for units in range(low, y + window + 1):
+            if units == 0:
+                cost = 0
+            elif units > cap:
+                cost = unreachable
+            else:
+                try:
+                    cost = m.in_for_out(i, units)
+                except ValueError:
+                    cost = unreachable
+                if cost > limit:
+                    cost = unreachable
+            row.append(cost)
+        costs.append(row)
+    best_units, best = sum(get), None
+    last = costs[-1]
+    for j0, c0 in enumerate(costs[0]):
+        if c0 > amount:
+            break
+        heads: list[tuple[int, ...]] = (
+            [(j0,)] if n == 2 else [(j0, j1) for j1 in range(len(costs[1]))]
+        )
+        for head in heads:
+            spent = c0 + sum(costs[a][j] for a, j in enumerate(head) if a)
+            if spent > amount:
+                break
+            j = bisect_right(last, amount - spent) - 1
+            if j < 0:
+                continue
+            counts = [low + k for low, k in zip(lows, (*head, j), strict=True)]
+            if sum(counts) > best_units:
+                best_units, best = sum(counts), counts
+    if best is None:
+        return legs
+    pay = [costs[a][best[a] - lows[a]] for a in range(n)]
+    spare = amount - sum(pay)
+    # What no whole unit more could use goes to the legs paying most, within their limits.
+    for a in sorted(range(n), key=pay.__getitem__, reverse=True):
+        if pay[a] == 0 or not spare:
+            continue
+        take = min(spare, _input_limit(m.pools[pools[a]], m.direction) - pay[a])
+        pay[a] += take
+        spare -= take
+    if spare:
+        return legs
+    made = [m.out_for_in(i, x) if x else 0 for i, x in zip(pools, pay, strict=True)]
+    if sum(made) <= sum(get):  # (cannot happen: more input never buys fewer units)
+        return legs
+    kept = [a for a in range(n) if pay[a] > 0]
+    return [pools[a] for a in kept], [pay[a] for a in kept], [made[a] for a in kept]
 
 
 def _absorb(

@@ -54,3 +54,20 @@ def test_a_sale_over_two_pools_gets_the_unit_rounding_used_to_leave() -> None:
         max_pools=10,
     )
     assert hop.amount_out == best_exact_in_split(states, Direction.SELL, 152) == 1596
+
+
+def test_a_purchase_over_three_pools_gets_the_unit_moves_of_input_used_to_miss() -> None:
+    # Moves of input between the legs stopped at 14 tokens from each (42); 16, 16 and 11
+    # (56, 56 and 38 sats) give 43: one leg gives up 11 sats, several units of this cheap token.
+    states = [(1198, 359), (1216, 364), (1222, 365)]
+    hop = solve_hop(
+        PoolBook(pools_from(TOKEN_A, states)),
+        TOKEN_A,
+        Direction.BUY,
+        150,
+        exact_in=True,
+        fee_per_byte=0.0,
+        max_pools=10,
+    )
+    assert hop.amount_out == best_exact_in_split(states, Direction.BUY, 150) == 43
+    assert [leg.after.sats - leg.pool.sats for leg in hop.legs] == [56, 56, 38]
