@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any, NamedTuple
@@ -390,23 +390,39 @@ class TemplatedTransaction(Transaction):
         from its output count on (`tests/router/test_templated.py` holds the result equal
         to a plain transaction of those inputs and outputs)."""
         inputs = tuple(inputs)
-        raw = self.raw
-        assert raw is not None  # always set by __init__
-        at = self._outputs_at
         old = self.inputs
         if len(inputs) == len(old):
             # The same count: the bytes up to the first input that is not the same object
             # are kept (a signer's copy changes only the funding inputs after the pools).
             same = list(map(is_, inputs, old))
-            first = same.index(False) if False in same else len(old)
-            start = at - sum(map(len, map(_input_bytes, old[first:])))
-            tail = _inputs_wire(inputs[first:])
-            raw = raw[:start] + tail + raw[at:]
-            at = start + len(tail)
-        else:
-            head = _I32.pack(self.version) + compact_size(len(inputs)) + _inputs_wire(inputs)
-            raw = head + raw[at:]
-            at = len(head)
+            return self._spliced(inputs, same.index(False) if False in same else len(old))
+        raw = self.raw
+        assert raw is not None  # always set by __init__
+        head = _I32.pack(self.version) + compact_size(len(inputs)) + _inputs_wire(inputs)
+        return self._made(inputs, head + raw[self._outputs_at :], len(head))
+
+    def with_unlocking(self, unlocking: Mapping[int, bytes]) -> TemplatedTransaction:
+        """The same transaction with the inputs at `unlocking`'s indices unlocked by its
+        bytecodes (a signer's copy, or the gate's worst case): the bytes before the first of
+        them are kept, and the inputs before it are not looked at."""
+        inputs = list(self.inputs)
+        for i, bytecode in unlocking.items():
+            if not 0 <= i < len(inputs):
+                raise IndexError(f"the transaction has no input {i}")
+            spent = inputs[i]
+            inputs[i] = TxInput(spent.outpoint, bytecode, spent.sequence)
+        return self._spliced(tuple(inputs), min(unlocking, default=len(inputs)))
+
+    def _spliced(self, inputs: tuple[TxInput, ...], first: int) -> TemplatedTransaction:
+        """This transaction with `inputs`, as many as it has, the same objects before `first`."""
+        raw = self.raw
+        assert raw is not None  # always set by __init__
+        at = self._outputs_at
+        start = at - sum(map(len, map(_input_bytes, self.inputs[first:])))
+        tail = _inputs_wire(inputs[first:])
+        return self._made(inputs, raw[:start] + tail + raw[at:], start + len(tail))
+
+    def _made(self, inputs: tuple[TxInput, ...], raw: bytes, at: int) -> TemplatedTransaction:
         other = _new(TemplatedTransaction)
         other._fill(self.version, inputs, self.locktime, raw, at)
         for name in ("templates", "values", "amounts", "encoded", "rest"):

@@ -119,11 +119,12 @@ def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transac
     The bytes are `tx`'s with the signed inputs' span replaced (the funding inputs come after
     hundreds of pools, whose bytes need not be joined again); `test_gate` holds them equal to
     the whole transaction serialized afresh."""
+    if isinstance(tx, TemplatedTransaction) and min(inputs_to_sign, default=0) >= 0:
+        # Its outputs' bytes reused, never made into objects.
+        return tx.with_unlocking(dict.fromkeys(inputs_to_sign, _PLACEHOLDER_UNLOCK))
     inputs = list(tx.inputs)
     for i in inputs_to_sign:
         inputs[i] = TxInput(inputs[i].outpoint, _PLACEHOLDER_UNLOCK, inputs[i].sequence)
-    if isinstance(tx, TemplatedTransaction):
-        return tx.with_inputs(inputs)  # its outputs' bytes reused, never made into objects
     signed = Transaction(tx.version, tuple(inputs), tx.outputs, tx.locktime)
     if not inputs_to_sign or min(inputs_to_sign) < 0:
         return Transaction(tx.version, signed.inputs, tx.outputs, tx.locktime, signed.to_bytes())

@@ -5,6 +5,7 @@ re-spliced in turn."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,3 +57,28 @@ def test_spliced_inputs_are_the_transaction_serialized_afresh(
         assert made.to_bytes() == _fresh(made)
         back = made.with_inputs(inputs)  # the splice point of `made` is right too
         assert back.to_bytes() == tx.to_bytes() and back == tx
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=12),
+    st.dictionaries(st.integers(0, 11), st.integers(0, 300), max_size=6),
+)
+def test_new_unlockings_are_the_transaction_serialized_afresh(
+    sizes: list[int], unlockings: dict[int, int]
+) -> None:
+    inputs = [_input(n, size) for n, size in enumerate(sizes)]
+    tx = TemplatedTransaction(
+        inputs, [FungibleTemplate(_LOCK, _CATEGORY)], [1_000], [7], [], locktime=3
+    )
+    chosen = {i % len(inputs): bytes([0x51]) * size for i, size in unlockings.items()}
+    made = tx.with_unlocking(chosen)
+    want = [
+        TxInput(txin.outpoint, chosen[i], txin.sequence) if i in chosen else txin
+        for i, txin in enumerate(inputs)
+    ]
+    assert made.inputs == tuple(want)
+    assert made.to_bytes() == _fresh(made) == tx.with_inputs(want).to_bytes()
+    assert made.with_unlocking({}).to_bytes() == made.to_bytes()
+    with pytest.raises(IndexError):
+        tx.with_unlocking({len(inputs): b""})
