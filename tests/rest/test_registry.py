@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -305,6 +305,17 @@ async def app_over(config: RestConfig) -> AsyncIterator[tuple[httpx.AsyncClient,
             yield c, app.state.ctx
 
 
+def _serving(
+    conn: aiosqlite.Connection, body: bytes, clock: Callable[[], float]
+) -> RegistryFetcher:
+    """A fetch job over `conn` whose every download answers `body`."""
+
+    async def fetch(url: str, cfg: FetchConfig) -> Download:
+        return Download(url, 200, body, None)
+
+    return RegistryFetcher(conn, FetchConfig(), clock=clock, fetch=fetch)
+
+
 async def test_an_answer_read_after_a_copy_arrived_is_not_under_the_old_etag(
     pworld: ProtocolWorld, tmp_path: Path
 ) -> None:
@@ -327,15 +338,9 @@ async def test_an_answer_read_after_a_copy_arrived_is_not_under_the_old_etag(
         await ctx.watcher.refresh()
         before = await early.get(url)
         assert before.status_code == 200 and before.json() is None
-
-        async def fetch(url: str, cfg: FetchConfig) -> Download:
-            return Download(url, 200, body, None)
-
         conn = await open_writer(db)
         try:
-            clock = float(2_100_000_000)
-            fetcher = RegistryFetcher(conn, FetchConfig(), clock=lambda: clock, fetch=fetch)
-            assert await fetcher.run_once() >= 1
+            assert await _serving(conn, body, lambda: 2_100_000_000.0).run_once() >= 1
         finally:
             await conn.close()
         revision = ctx.registry_tables.revision  # what its last poll saw
@@ -368,13 +373,10 @@ async def test_a_registry_fetched_between_blocks_shows_up(
         revision, tables = config.registry.revision, ctx.registry_tables.revision
 
         # The fetch job finally gets the document: no new block.
-        async def fetch(url: str, cfg: FetchConfig) -> Download:
-            return Download(url, 200, body, None)
-
         conn = await open_writer(db)
         try:
             clock = float(2_100_000_000)
-            fetcher = RegistryFetcher(conn, FetchConfig(), clock=lambda: clock, fetch=fetch)
+            fetcher = _serving(conn, body, lambda: clock)
             assert await fetcher.run_once() >= 1
             await ctx.watcher.refresh()
             assert config.registry.revision != revision

@@ -11,9 +11,18 @@ from hypothesis import strategies as st
 
 from router.errors import RouterError
 from router.pools import PoolBook
-from router.route import Direction, solve_hop
+from router.route import Direction, Hop, solve_hop
 from tests.router.helpers import TOKEN_A, pools_from
 from tests.router.reference import best_exact_in_split
+
+
+def _exact_in(states: list[tuple[int, int]], direction: Direction, amount: int) -> Hop:
+    """The exact-in hop of `amount` over pools in `states`, bytes free."""
+    book = PoolBook(pools_from(TOKEN_A, states))
+    return solve_hop(
+        book, TOKEN_A, direction, amount, exact_in=True, fee_per_byte=0.0, max_pools=10
+    )
+
 
 small_pools = st.lists(
     st.tuples(st.integers(700, 5_000), st.integers(2, 400)), min_size=2, max_size=3
@@ -29,11 +38,8 @@ small_pools = st.lists(
 def test_exact_in_split_over_the_chosen_pools_is_optimal(
     states: list[tuple[int, int]], direction: Direction, amount: int
 ) -> None:
-    book = PoolBook(pools_from(TOKEN_A, states))
     try:
-        hop = solve_hop(
-            book, TOKEN_A, direction, amount, exact_in=True, fee_per_byte=0.0, max_pools=10
-        )
+        hop = _exact_in(states, direction, amount)
     except RouterError:  # refusals are other tests' concern
         return
     chosen = [(leg.pool.sats, leg.pool.tokens) for leg in hop.legs]
@@ -44,15 +50,7 @@ def test_exact_in_split_over_the_chosen_pools_is_optimal(
 def test_a_sale_over_two_pools_gets_the_unit_rounding_used_to_leave() -> None:
     # Cheapest-unit-first gave 1,595 sats here (43 and 109 tokens); 44 and 108 give 1,596.
     states = [(4109, 286), (1519, 97)]
-    hop = solve_hop(
-        PoolBook(pools_from(TOKEN_A, states)),
-        TOKEN_A,
-        Direction.SELL,
-        152,
-        exact_in=True,
-        fee_per_byte=0.0,
-        max_pools=10,
-    )
+    hop = _exact_in(states, Direction.SELL, 152)
     assert hop.amount_out == best_exact_in_split(states, Direction.SELL, 152) == 1596
 
 
@@ -60,14 +58,6 @@ def test_a_purchase_over_three_pools_gets_the_unit_moves_of_input_used_to_miss()
     # Moves of input between the legs stopped at 14 tokens from each (42); 16, 16 and 11
     # (56, 56 and 38 sats) give 43: one leg gives up 11 sats, several units of this cheap token.
     states = [(1198, 359), (1216, 364), (1222, 365)]
-    hop = solve_hop(
-        PoolBook(pools_from(TOKEN_A, states)),
-        TOKEN_A,
-        Direction.BUY,
-        150,
-        exact_in=True,
-        fee_per_byte=0.0,
-        max_pools=10,
-    )
+    hop = _exact_in(states, Direction.BUY, 150)
     assert hop.amount_out == best_exact_in_split(states, Direction.BUY, 150) == 43
     assert [leg.after.sats - leg.pool.sats for leg in hop.legs] == [56, 56, 38]
