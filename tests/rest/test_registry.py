@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from indexer.registry_fetch import Download, FetchConfig, RegistryFetcher
 from indexer.store import open_writer
 from indexer.store.queries_registry import authchain
+from indexer.store.writer import Writer
 from protocols.ledger import TokenEntry
 from rest.app import create_app
 from rest.config import RestConfig
@@ -305,9 +306,7 @@ async def app_over(config: RestConfig) -> AsyncIterator[tuple[httpx.AsyncClient,
             yield c, app.state.ctx
 
 
-def _serving(
-    conn: aiosqlite.Connection, body: bytes, clock: Callable[[], float]
-) -> RegistryFetcher:
+def _serving(conn: Writer, body: bytes, clock: Callable[[], float]) -> RegistryFetcher:
     """A fetch job over `conn` whose every download answers `body`."""
 
     async def fetch(url: str, cfg: FetchConfig) -> Download:
