@@ -476,7 +476,7 @@ def _exchange_in(m: _Model, legs: _LegColumns) -> _LegColumns:
 # count grows with the count, so the last leg's best count for the others' is a bisection.
 # Moves of input (`_exchange_in`) miss a better split whose legs differ by several units of a
 # cheap token, where one unit costs several input units.
-_UNIT_WINDOW = (0, 0, 24, 12)  # by the number of legs
+_UNIT_WINDOW = (0, 0, 16, 8)  # by the number of legs
 
 
 def _best_unit_counts(m: _Model, legs: _LegColumns, amount: int) -> _LegColumns:
@@ -508,27 +508,28 @@ def _best_unit_counts(m: _Model, legs: _LegColumns, amount: int) -> _LegColumns:
                     cost = unreachable
             row.append(cost)
         costs.append(row)
-    best_units, best = sum(get), None
-    last = costs[-1]
+    # Counts as offsets into the rows; a total is theirs plus `base`.
+    base, last = sum(lows), costs[-1]
+    most_last = len(last) - 1
+    best_total, best = sum(get), None
+    middle = costs[1] if n == 3 else [0]
     for j0, c0 in enumerate(costs[0]):
         if c0 > amount:
             break
-        heads: list[tuple[int, ...]] = (
-            [(j0,)] if n == 2 else [(j0, j1) for j1 in range(len(costs[1]))]
-        )
-        for head in heads:
-            spent = c0 + sum(costs[a][j] for a, j in enumerate(head) if a)
+        for j1, c1 in enumerate(middle):
+            if base + j0 + j1 + most_last <= best_total:
+                continue  # not even the last leg's most units would do better
+            spent = c0 + c1
             if spent > amount:
                 break
             j = bisect_right(last, amount - spent) - 1
-            if j < 0:
-                continue
-            counts = [low + k for low, k in zip(lows, (*head, j), strict=True)]
-            if sum(counts) > best_units:
-                best_units, best = sum(counts), counts
+            if j >= 0 and base + j0 + j1 + j > best_total:
+                best_total, best = base + j0 + j1 + j, (j0, j1, j)
     if best is None:
         return legs
-    pay = [costs[a][best[a] - lows[a]] for a in range(n)]
+    offsets = best if n == 3 else (best[0], best[2])
+    counts = [low + k for low, k in zip(lows, offsets, strict=True)]
+    pay = [costs[a][counts[a] - lows[a]] for a in range(n)]
     spare = amount - sum(pay)
     # What no whole unit more could use goes to the legs paying most, within their limits.
     for a in sorted(range(n), key=pay.__getitem__, reverse=True):
