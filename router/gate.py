@@ -294,7 +294,8 @@ def _templated_pools_clean(
     # What the pool inputs spend (each a fungible token: an amount of at least 1).
     spent = source_outputs[:n]
     before_sats = [o.value for o in spent]
-    before_tokens = [cast(TokenData, o.token).amount for o in spent]
+    # (Every token is present: the pass above returned otherwise.)
+    before_tokens = [token.amount for token in [o.token for o in spent] if token is not None]
     if min(tokens_after) < 1 or (
         min(sats_after) < _MOST_RESERVE  # no reserve exceeds the widest
         and any(
