@@ -194,12 +194,11 @@ def legs_json_bytes(
     text = b",".join(templates) % tuple(numbers)
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
-    try:
-        pre: float | None = pick(cast(list[float], [e.price for e in encodings]))
-    except TypeError:  # a token-less pool's price is None
-        pre = None
-    if pre is None:
+    prices = [e.price for e in encodings]
+    if None in prices:  # a token-less pool: the same division, raising as it does there
         pre = pick([pool.sats / pool.tokens for pool in pools])
+    else:
+        pre = pick(cast(list[float], prices))
     return text, pre, pick(map(truediv, sats, tokens))
 
 

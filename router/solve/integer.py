@@ -173,21 +173,27 @@ def _polish_in(
     whole unit. Pool those remainders and buy whole units where the next one is cheapest; what
     is still left stays with the largest leg that can hold it (exact in spends exactly
     `amount`). `legs` in pool order."""
-    in_for_out = m.in_for_out
     index = [i for i, _, _ in legs]
     get = [y for _, _, y in legs]
-    pay = list(map(in_for_out, index, get))
-    caps = m.out_limit
+    pay = list(map(m.in_for_out, index, get))
+    heap = _next_unit_heap(m, index, get, pay)
+    spare = _buy_cheapest_units(m, _Units(index, get, pay, heap), amount - sum(pay))
+    if not _place_rest(m, index, pay, get, spare):
+        return legs  # it cannot be spent exactly within the limits: the legs as they came
+    return list(zip(index, pay, get, strict=True))
+
+
+def _next_unit_heap(m: _Model, index: list[int], get: list[int], pay: list[int]) -> list[int]:
+    """The polish heap of legs by position (`_Units`): each leg's next unit's cost, for the
+    legs that can take one more."""
+    in_for_out, caps = m.in_for_out, m.out_limit
     heap = [
         _unit_key(in_for_out(i, y + 1) - paid, p)
         for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
         if y < caps[i]
     ]
     heapq.heapify(heap)
-    spare = _buy_cheapest_units(m, _Units(index, get, pay, heap), amount - sum(pay))
-    if not _place_rest(m, index, pay, get, spare):
-        return legs  # it cannot be spent exactly within the limits: the legs as they came
-    return list(zip(index, pay, get, strict=True))
+    return heap
 
 
 def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
@@ -342,7 +348,6 @@ def _exact_in_by_out(
     `member_array`: `members` as an array, when the caller has one."""
     if v * v > 1.0:
         return None
-    in_for_out = m.in_for_out
     caps = m.out_limit
     if m.direction is Direction.BUY:
         # Always worth polishing here (a token is worth ≥ 1 sat at v² ≤ 1): the whole
@@ -373,15 +378,10 @@ def _exact_in_by_out(
         spare = amount - sum(units.pay)
         if spare < 0:
             units, spare = _give_back(m, units, spare)
-            index, get, pay, heap = units
+            index, get, pay, _ = units
             if not index:
                 return None
-            heap += [
-                _unit_key(in_for_out(i, y + 1) - paid, p)
-                for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
-                if y < caps[i]
-            ]
-            heapq.heapify(heap)
+            units = units._replace(heap=_next_unit_heap(m, index, get, pay))
         spare = _buy_cheapest_units(m, units, spare)
     except ValueError:
         return None
@@ -530,15 +530,7 @@ def _best_unit_counts(m: _Model, legs: _LegColumns, amount: int) -> _LegColumns:
     offsets = best if n == 3 else (best[0], best[2])
     counts = [low + k for low, k in zip(lows, offsets, strict=True)]
     pay = [costs[a][counts[a] - lows[a]] for a in range(n)]
-    spare = amount - sum(pay)
-    # What no whole unit more could use goes to the legs paying most, within their limits.
-    for a in sorted(range(n), key=pay.__getitem__, reverse=True):
-        if pay[a] == 0 or not spare:
-            continue
-        take = min(spare, _input_limit(m.pools[pools[a]], m.direction) - pay[a])
-        pay[a] += take
-        spare -= take
-    if spare:
+    if not _place_rest(m, pools, pay, counts, amount - sum(pay)):
         return legs
     made = [m.out_for_in(i, x) if x else 0 for i, x in zip(pools, pay, strict=True)]
     if sum(made) <= sum(get):  # (cannot happen: more input never buys fewer units)
