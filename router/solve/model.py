@@ -604,10 +604,10 @@ class _Model:
         fit 64 bits (then `hop` adds Python integers)."""
         indices, xs, ys = chosen
         pools, sats_of, tokens_of = self.reserve_arrays()
-        idx = np.array(indices, dtype=np.int64)
+        idx = np.fromiter(indices, np.int64, len(indices))
         try:
-            paid = np.array(xs, dtype=np.int64)
-            got = np.array(ys, dtype=np.int64)
+            paid = np.fromiter(xs, np.int64, len(xs))
+            got = np.fromiter(ys, np.int64, len(ys))
         except OverflowError:
             return None
         sats, tokens = sats_of.take(idx), tokens_of.take(idx)
