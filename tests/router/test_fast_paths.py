@@ -705,3 +705,56 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     heap = [divmod(key, 2**32) for key in got.heap]
     assert sorted((cost, got.indices[p]) for cost, p in heap) == sorted(expected[3])
     assert m.buy_units(np.array(members, dtype=np.int64), v) == got  # (a plan's array)
+
+
+# Amounts past the 64-bit sums numpy adds: negative, just past a side's limit, past 2^63.
+_EDGE_AMOUNTS = st.one_of(
+    st.integers(0, MAX_TOKEN_AMOUNT),
+    st.sampled_from([-1, MAX_SATS, MAX_SATS + 1, MAX_TOKEN_AMOUNT, MAX_TOKEN_AMOUNT + 1]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, MAX_SATS),
+            st.sampled_from([2, 0xFC, 0xFD, 0x10000, 0x100000000, MAX_TOKEN_AMOUNT - 1]),
+            _EDGE_AMOUNTS,
+            _EDGE_AMOUNTS,
+        ),
+        min_size=solve_model._ARRAY_LEGS,
+        max_size=solve_model._ARRAY_LEGS + 8,
+    ),
+    st.booleans(),
+)
+def test_a_many_leg_hop_is_its_plain_legs_at_any_amount(
+    trades: list[tuple[int, int, int, int]], within_limits: bool
+) -> None:
+    """From `_ARRAY_LEGS` legs on, `hop` adds through numpy: its columns, totals and pool
+    bytes are still the plain legs', amounts within the pools' limits (as the formulas make
+    them) or not (past 64 bits it adds Python integers)."""
+    pools = [make_pool(TOKEN_A, x, t, f"many{n}") for n, (x, t, _, _) in enumerate(trades)]
+    amounts = {
+        pool.key: (x_in, y_out) for pool, (_, _, x_in, y_out) in zip(pools, trades, strict=True)
+    }
+    for direction in Direction:
+        m = _Model(pools, direction)
+        indices = list(range(len(m)))
+        ins = [amounts[m.pools[i].key][0] for i in indices]
+        outs = [amounts[m.pools[i].key][1] for i in indices]
+        if within_limits:
+            buying = direction is Direction.BUY
+            for n, pool in enumerate(m.pools):
+                side_in, side_out = (pool.sats, pool.tokens) if buying else (pool.tokens, pool.sats)
+                ins[n] = abs(ins[n]) % ((MAX_SATS if buying else MAX_TOKEN_AMOUNT) - side_in + 1)
+                outs[n] = abs(outs[n]) % (side_out + 1)
+        hop = m.hop(TOKEN_A, (indices, ins, outs))
+        plain = Hop(
+            TOKEN_A,
+            direction,
+            tuple(plain_leg(m, i, x, y) for i, x, y in zip(indices, ins, outs, strict=True)),
+        )
+        assert hop.columns() == plain.columns()
+        assert (hop.amount_in, hop.amount_out) == (sum(ins), sum(outs))
+        assert hop.pool_bytes == plain.pool_bytes
