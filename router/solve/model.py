@@ -217,6 +217,7 @@ class _Model:
         "_buy_cols",
         "_depth_max",
         "_plans",
+        "_pool_table",
         "_position",
         "_reserve_arrays",
         "_reserves",
@@ -271,6 +272,7 @@ class _Model:
         self._depth_max: list[int] | None = None
         self._reserves: tuple[list[int], list[int]] | None = None
         self._reserve_arrays: tuple[ObjectArray, IntArray, IntArray] | None = None
+        self._pool_table: ObjectArray | None = None
         self._buy_cols: _PurchaseColumns | None = None
         self._buy_arrays: tuple[_PurchaseArrays | None] | None = None  # made once
 
@@ -330,6 +332,15 @@ class _Model:
                 np.array(sats, dtype=np.int64),
                 np.array(tokens, dtype=np.int64),
             )
+        return found
+
+    def pool_table(self) -> ObjectArray:
+        """An object array aligned with the pools, None until a caller fills an entry: what a
+        caller keeps per pool of this model (the book's encodings, `Encodings.of_hops`), read
+        by the legs' positions (`Hop.aligned`)."""
+        found = self._pool_table
+        if found is None:
+            found = self._pool_table = np.full(len(self.pools), None, dtype=object)
         return found
 
     def position(self, key: tuple[str, int]) -> int | None:
@@ -572,8 +583,10 @@ class _Model:
         `reference.plain_leg`'s. From `_ARRAY_LEGS` legs on the columns go through numpy."""
         indices, xs, ys = chosen
         made = self._hop_arrays(chosen) if len(indices) >= _ARRAY_LEGS else None
+        aligned = None
         if made is not None:
-            pools, sats, tokens, size = made
+            pools, sats, tokens, size, positions = made
+            aligned = (self.pool_table(), positions)
         else:
             pools = tuple(map(self.pools.__getitem__, indices))
             sats_of, tokens_of = self.reserves()
@@ -594,14 +607,20 @@ class _Model:
                     break
                 size += step * (len(tokens) if least > top else sum(map(gt, tokens, repeat(top))))
         return Hop.of_columns(
-            token_id, self.direction, (pools, sats, tokens), (sum(xs), sum(ys)), size, (xs, ys)
+            token_id,
+            self.direction,
+            (pools, sats, tokens),
+            (sum(xs), sum(ys)),
+            size,
+            (xs, ys),
+            aligned=aligned,
         )
 
     def _hop_arrays(
         self, chosen: _LegColumns
-    ) -> tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...], int] | None:
-        """`hop`'s columns and pool bytes through numpy gathers; None when an amount does not
-        fit 64 bits (then `hop` adds Python integers)."""
+    ) -> tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...], int, IntArray] | None:
+        """`hop`'s columns and pool bytes through numpy gathers, and the legs' positions as an
+        array; None when an amount does not fit 64 bits (then `hop` adds Python integers)."""
         indices, xs, ys = chosen
         pools, sats_of, tokens_of = self.reserve_arrays()
         idx = np.fromiter(indices, np.int64, len(indices))
@@ -631,7 +650,13 @@ class _Model:
             if not wider:
                 break
             size += step * wider
-        return tuple(pools.take(idx).tolist()), tuple(sats.tolist()), tuple(tokens.tolist()), size
+        return (
+            tuple(pools.take(idx).tolist()),
+            tuple(sats.tolist()),
+            tuple(tokens.tolist()),
+            size,
+            idx,
+        )
 
     def rate_at_in(self, i: int, x: int) -> float:
         """Marginal output per input unit after pool i has received `x` input units."""

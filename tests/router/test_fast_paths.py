@@ -38,7 +38,7 @@ from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, Hop, Leg, _best_single, _single
+from router.route import Direction, Hop, Leg, _best_single, _single, solve_hop
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model, _Units
@@ -48,6 +48,7 @@ from tests.router.helpers import (
     TOKEN_B,
     USER,
     build_params,
+    even_pools,
     funding,
     make_pool,
     standard_book,
@@ -758,3 +759,25 @@ def test_a_many_leg_hop_is_its_plain_legs_at_any_amount(
         assert hop.columns() == plain.columns()
         assert (hop.amount_in, hop.amount_out) == (sum(ins), sum(outs))
         assert hop.pool_bytes == plain.pool_bytes
+
+
+def test_a_many_leg_hops_encodings_by_position_are_its_pools_own() -> None:
+    """A hop made from arrays carries its legs' model positions, and the book's encodings
+    come by them (`Encodings.of_hops`): the very objects `Encodings.of` gives for its pools,
+    the first time, again, and after another order filled part of the model's table."""
+    book = PoolBook(even_pools(TOKEN_A, 80, 10**9, 100.0))
+    table = encodings(book)
+
+    def hop(amount: int) -> Hop:
+        return solve_hop(
+            book, TOKEN_A, Direction.BUY, amount, exact_in=True, fee_per_byte=0.0, max_pools=80
+        )
+
+    small, large = hop(10**9), hop(10**10)
+    assert solve_model._ARRAY_LEGS <= small.count() < large.count()
+    assert small.aligned() is not None and large.aligned() is not None
+    for hops in ((small,), (large,), (large, small), (large,)):
+        got = table.of_hops(hops)
+        want = table.of(tuple(p for h in hops for p in h.columns()[0]))
+        assert len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
+        assert [e.pool for e in got] == [p for h in hops for p in h.columns()[0]]
