@@ -96,9 +96,11 @@ class Encodings:
             for pool, e in zip(pools, found, strict=True)
         )
 
-    def of_hops(self, hops: Iterable[Hop]) -> tuple[PoolEncoding, ...]:
+    def of_hops(self, hops: Sequence[Hop]) -> tuple[PoolEncoding, ...]:
         """Each hop's pools' encodings, in order: by the legs' model positions where the hop
         has them (`Hop.aligned`: one take, not a lookup per pool), kept there once made."""
+        if len(hops) == 1 and hops[0].aligned() is None:
+            return self.of(hops[0].columns()[0])  # (one hop, few legs: the common case)
         found: list[PoolEncoding] = []
         for hop in hops:
             aligned = hop.aligned()
