@@ -24,6 +24,7 @@ from bch.token import TokenData
 from bch.tx import FungibleTemplate, OutPoint, TxInput, TxOutput, hex_to_hash
 from indexer.snapshot import LivePool, PoolSnapshot, SnapshotChange
 from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
+from router.hop import Hop
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
 from router.wire import leg_templates, source_output_bytes
@@ -94,6 +95,26 @@ class Encodings:
             make(id(pool), encode(pool)) if e is None else e
             for pool, e in zip(pools, found, strict=True)
         )
+
+    def of_hops(self, hops: Sequence[Hop]) -> tuple[PoolEncoding, ...]:
+        """Each hop's pools' encodings, in order: by the legs' model positions where the hop
+        has them (`Hop.aligned`: one take, not a lookup per pool), kept there once made."""
+        if len(hops) == 1 and hops[0].aligned() is None:
+            return self.of(hops[0].columns()[0])  # (one hop, few legs: the common case)
+        found: list[PoolEncoding] = []
+        for hop in hops:
+            aligned = hop.aligned()
+            if aligned is None:
+                found.extend(self.of(hop.columns()[0]))
+                continue
+            table, positions = aligned
+            taken = table.take(positions).tolist()
+            if None in taken:
+                taken = list(self.of(hop.columns()[0]))
+                for position, encoding in zip(positions.tolist(), taken, strict=True):
+                    table[position] = encoding
+            found.extend(taken)
+        return tuple(found)
 
     def forget(self, pools: Iterable[Pool]) -> None:
         """Drop pools that left the book."""

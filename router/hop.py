@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from operator import attrgetter
 
+import numpy as np
+import numpy.typing as npt
+
 from bch.token import MAX_TOKEN_AMOUNT
 from protocols.cauldron.formulas import (
     PoolState,
@@ -55,6 +58,8 @@ class Leg:
 
 # A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
 Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
+# A table aligned with a route model's pools (an object array) and the legs' positions in it.
+Aligned = tuple[npt.NDArray[np.object_], npt.NDArray[np.int64]]
 
 
 class Hop:
@@ -65,7 +70,16 @@ class Hop:
     only if something reads `legs` (tests, the CLI's plain JSON), never on the daemon's path.
     Equal to, and hashing as, the `Hop` of the same legs."""
 
-    __slots__ = ("_amounts", "_columns", "_legs", "direction", "size", "token_id", "totals")
+    __slots__ = (
+        "_aligned",
+        "_amounts",
+        "_columns",
+        "_legs",
+        "direction",
+        "size",
+        "token_id",
+        "totals",
+    )
 
     def __init__(
         self,
@@ -77,6 +91,7 @@ class Hop:
         *,
         columns: Columns | None = None,
         amounts: tuple[Sequence[int], Sequence[int]] | None = None,
+        aligned: Aligned | None = None,
     ) -> None:
         self.token_id = token_id
         self.direction = direction
@@ -88,6 +103,7 @@ class Hop:
         self._columns = columns
         # (amounts in, amounts out) of the legs, in order, when the route made them.
         self._amounts = amounts
+        self._aligned = aligned
 
     @classmethod
     def of_columns(
@@ -98,8 +114,19 @@ class Hop:
         totals: tuple[int, int],
         size: int,
         amounts: tuple[Sequence[int], Sequence[int]] | None = None,
+        *,
+        aligned: Aligned | None = None,
     ) -> Hop:
-        return cls(token_id, direction, None, totals, size, columns=columns, amounts=amounts)
+        return cls(
+            token_id,
+            direction,
+            None,
+            totals,
+            size,
+            columns=columns,
+            amounts=amounts,
+            aligned=aligned,
+        )
 
     @property
     def legs(self) -> tuple[Leg, ...]:
@@ -127,6 +154,11 @@ class Hop:
     def amounts(self) -> tuple[Sequence[int], Sequence[int]] | None:
         """Each leg's amount in and amount out (columns), when the route made this hop."""
         return self._amounts
+
+    def aligned(self) -> Aligned | None:
+        """The route model's per-pool table and the legs' positions in it, when the route
+        made this hop from arrays (`_Model.pool_table`)."""
+        return self._aligned
 
     def columns(self) -> Columns:
         """(pools, sats after, tokens after) of the legs, in order: what the builder, the gate

@@ -249,7 +249,6 @@ def quote(
         outputs.append(_fee_output(config, fee_token, router_fee.sats))
     size = estimate_size(hops, funding_inputs, outputs)
     kb = fee_rate_per_kb(fee_per_byte)
-    pools = hops[0].columns()[0] if len(hops) == 1 else hops[0].columns()[0] + hops[1].columns()[0]
     return Quote(
         request,
         hops,
@@ -261,7 +260,7 @@ def quote(
         miner_fee(size, kb),
         book.version,
         book.height,
-        encodings(book).of(pools),
+        encodings(book).of_hops(hops),
     )
 
 

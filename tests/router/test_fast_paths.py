@@ -38,7 +38,7 @@ from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
-from router.route import Direction, Hop, Leg, _best_single, _single
+from router.route import Direction, Hop, Leg, _best_single, _single, solve_hop
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model, _Units
@@ -48,6 +48,7 @@ from tests.router.helpers import (
     TOKEN_B,
     USER,
     build_params,
+    even_pools,
     funding,
     make_pool,
     standard_book,
@@ -705,3 +706,78 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     heap = [divmod(key, 2**32) for key in got.heap]
     assert sorted((cost, got.indices[p]) for cost, p in heap) == sorted(expected[3])
     assert m.buy_units(np.array(members, dtype=np.int64), v) == got  # (a plan's array)
+
+
+# Amounts past the 64-bit sums numpy adds: negative, just past a side's limit, past 2^63.
+_EDGE_AMOUNTS = st.one_of(
+    st.integers(0, MAX_TOKEN_AMOUNT),
+    st.sampled_from([-1, MAX_SATS, MAX_SATS + 1, MAX_TOKEN_AMOUNT, MAX_TOKEN_AMOUNT + 1]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, MAX_SATS),
+            st.sampled_from([2, 0xFC, 0xFD, 0x10000, 0x100000000, MAX_TOKEN_AMOUNT - 1]),
+            _EDGE_AMOUNTS,
+            _EDGE_AMOUNTS,
+        ),
+        min_size=solve_model._ARRAY_LEGS,
+        max_size=solve_model._ARRAY_LEGS + 8,
+    ),
+    st.booleans(),
+)
+def test_a_many_leg_hop_is_its_plain_legs_at_any_amount(
+    trades: list[tuple[int, int, int, int]], within_limits: bool
+) -> None:
+    """From `_ARRAY_LEGS` legs on, `hop` adds through numpy: its columns, totals and pool
+    bytes are still the plain legs', amounts within the pools' limits (as the formulas make
+    them) or not (past 64 bits it adds Python integers)."""
+    pools = [make_pool(TOKEN_A, x, t, f"many{n}") for n, (x, t, _, _) in enumerate(trades)]
+    amounts = {
+        pool.key: (x_in, y_out) for pool, (_, _, x_in, y_out) in zip(pools, trades, strict=True)
+    }
+    for direction in Direction:
+        m = _Model(pools, direction)
+        indices = list(range(len(m)))
+        ins = [amounts[m.pools[i].key][0] for i in indices]
+        outs = [amounts[m.pools[i].key][1] for i in indices]
+        if within_limits:
+            buying = direction is Direction.BUY
+            for n, pool in enumerate(m.pools):
+                side_in, side_out = (pool.sats, pool.tokens) if buying else (pool.tokens, pool.sats)
+                ins[n] = abs(ins[n]) % ((MAX_SATS if buying else MAX_TOKEN_AMOUNT) - side_in + 1)
+                outs[n] = abs(outs[n]) % (side_out + 1)
+        hop = m.hop(TOKEN_A, (indices, ins, outs))
+        plain = Hop(
+            TOKEN_A,
+            direction,
+            tuple(plain_leg(m, i, x, y) for i, x, y in zip(indices, ins, outs, strict=True)),
+        )
+        assert hop.columns() == plain.columns()
+        assert (hop.amount_in, hop.amount_out) == (sum(ins), sum(outs))
+        assert hop.pool_bytes == plain.pool_bytes
+
+
+def test_a_many_leg_hops_encodings_by_position_are_its_pools_own() -> None:
+    """A hop made from arrays carries its legs' model positions, and the book's encodings
+    come by them (`Encodings.of_hops`): the very objects `Encodings.of` gives for its pools,
+    the first time, again, and after another order filled part of the model's table."""
+    book = PoolBook(even_pools(TOKEN_A, 80, 10**9, 100.0))
+    table = encodings(book)
+
+    def hop(amount: int) -> Hop:
+        return solve_hop(
+            book, TOKEN_A, Direction.BUY, amount, exact_in=True, fee_per_byte=0.0, max_pools=80
+        )
+
+    small, large = hop(10**9), hop(10**10)
+    assert solve_model._ARRAY_LEGS <= small.count() < large.count()
+    assert small.aligned() is not None and large.aligned() is not None
+    for hops in ((small,), (large,), (large, small), (large,)):
+        got = table.of_hops(hops)
+        want = table.of(tuple(p for h in hops for p in h.columns()[0]))
+        assert len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
+        assert [e.pool for e in got] == [p for h in hops for p in h.columns()[0]]
