@@ -353,12 +353,13 @@ class TemplatedTransaction(Transaction):
         if _encoded is None:
             _encoded = tuple(fungible_encodings(templates, values, amounts))
         inputs, rest = tuple(inputs), tuple(rest)
-        head = _I32.pack(version) + compact_size(len(inputs)) + _inputs_wire(inputs)
-        parts = [head, compact_size(len(templates) + len(rest))]
+        count = compact_size(len(inputs))
+        wire = _inputs_wire(inputs)
+        parts = [_I32.pack(version), count, wire, compact_size(len(templates) + len(rest))]
         parts += _encoded
         parts += map(_output_bytes, rest)
         parts.append(_U32.pack(locktime))
-        self._fill(version, inputs, locktime, b"".join(parts), len(head))
+        self._fill(version, inputs, locktime, b"".join(parts), 4 + len(count) + len(wire))
         _set(self, "templates", templates)
         _set(self, "values", values)
         _set(self, "amounts", amounts)
