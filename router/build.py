@@ -334,13 +334,10 @@ def build(
         raise route_failed("could not fit the trade and its funding in one standard transaction")
     n_pools = len(q.columns()[0])
     inputs_to_sign = tuple(range(n_pools, n_pools + len(selected)))
-    fee_paid = sum([o.value for o in sources]) - gate.output_total(tx)
-    q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
-    gate.enforce(
-        tx,
-        sources,
-        gate.Expectation.for_build(q, request, config, inputs_to_sign),
+    fee_paid = gate.enforce(
+        tx, sources, gate.Expectation.for_build(q, request, config, inputs_to_sign)
     )
+    q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
     fee = q.fee
     return BuildResult(
         tx,

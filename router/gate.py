@@ -50,6 +50,7 @@ from router.txsize import P2PKH_UNLOCK_WORST
 log = logging.getLogger("ladle.router.gate")
 
 _TOKEN_PREFIX = bytes((PREFIX_TOKEN,))
+_INDEX_ZERO = bytes(4)  # an outpoint's index 0 on the wire
 _PLACEHOLDER_UNLOCK = push_data(bytes(74)) + push_data(bytes(33))
 _MOST_RESERVE = max(reserve for _, reserve in RESERVE_STEPS)  # 705 sats
 assert len(_PLACEHOLDER_UNLOCK) == P2PKH_UNLOCK_WORST
@@ -225,11 +226,11 @@ def _token_problems(
     for category, amount in inputs.items():
         if amount > MAX_TOKEN_AMOUNT:
             found.append(f"inputs of category {category[::-1].hex()} sum above 2^63-1")
-    # A category is its genesis input's txid: no input's txid among them (32-byte hashes, so
-    # the rule's case), nothing to look at input by input.
-    categories = inputs.keys() | outputs.keys()
-    # (`outpoint[0]`, its txid: a tuple's item is read faster than its named field.)
-    if categories and not categories.isdisjoint([txin.outpoint[0] for txin in tx.inputs]):
+    # A category is its genesis input's txid. An input spending output 0 of a category's txid
+    # has txid ‖ index 0 in the transaction's bytes: where those 36 bytes occur nowhere, no
+    # input spends it, and only a category they occur for is looked for input by input.
+    raw = tx.to_bytes()
+    if any(category + _INDEX_ZERO in raw for category in inputs.keys() | outputs.keys()):
         for txin in tx.inputs:
             outpoint = txin.outpoint
             if outpoint.index == 0 and (outpoint.txid in inputs or outpoint.txid in outputs):
@@ -291,11 +292,10 @@ def _templated_pools_clean(
     ]
     if others:
         return None
-    # What the pool inputs spend (each a fungible token: an amount of at least 1).
-    spent = source_outputs[:n]
-    before_sats = [o.value for o in spent]
-    # (Every token is present: the pass above returned otherwise.)
-    before_tokens = [token.amount for token in [o.token for o in spent] if token is not None]
+    # What the pool inputs spend: each its pool's `source_output`, which the book made from
+    # the pool's state (`router.book.encode`), so the state is read from the pool.
+    before_sats = [pool.sats for pool in pools]
+    before_tokens = [pool.tokens for pool in pools]
     if min(tokens_after) < 1 or (
         min(sats_after) < _MOST_RESERVE  # no reserve exceeds the widest
         and any(
@@ -335,18 +335,26 @@ def _predicate_holds(
 
 def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:
     """Every reason `tx` must not leave the router (empty: it may)."""
+    return _checked(tx, source_outputs, exp)[0]
+
+
+def _checked(
+    tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation
+) -> tuple[list[str], int | None]:
+    """`problems`, and the miner fee `tx` pays (None when a problem stopped the checks before
+    it was worked out)."""
     found: list[str] = []
     add = found.append
     if tx.version != 2 or tx.locktime != 0:
         add(f"version {tx.version} / locktime {tx.locktime}: must be 2 / 0")
     if len(source_outputs) != len(tx.inputs):
-        return [*found, "source outputs are not aligned with the inputs"]
+        return [*found, "source outputs are not aligned with the inputs"], None
     routed_pools, routed_sats, routed_tokens = exp.routed
     n_pools = len(routed_pools)
     templated = isinstance(tx, TemplatedTransaction) and len(tx.templates) == n_pools
     n_outputs = tx.output_count() if isinstance(tx, TemplatedTransaction) else len(tx.outputs)
     if len(tx.inputs) < n_pools or n_outputs < n_pools + 1:
-        return [*found, "fewer inputs or outputs than the route's pools"]
+        return [*found, "fewer inputs or outputs than the route's pools"], None
 
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
     pools = (
@@ -479,15 +487,18 @@ def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectati
         add(f"non-standard ({v.reason}): {v.message}")
     for v in input_standardness_errors(signed, source_outputs, vetted=vetted):
         add(f"non-standard input ({v.reason}): {v.message}")
-    return found
+    return found, paid
 
 
-def enforce(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> None:
-    """Raise `build_failed` (and log why) unless `tx` passes every check."""
-    found = problems(tx, source_outputs, exp)
+def enforce(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> int:
+    """Raise `build_failed` (and log why) unless `tx` passes every check; return the miner
+    fee it pays (its inputs' sats less its outputs')."""
+    found, paid = _checked(tx, source_outputs, exp)
     if found:
         log.error("safety gate rejected a built transaction: %s", "; ".join(found))
         raise build_failed(
             f"safety gate: {found[0]}" + (f" (+{len(found) - 1} more)" if len(found) > 1 else ""),
             reasons=found,
         )
+    assert paid is not None  # worked out whenever nothing stopped the checks early
+    return paid

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from bch.policy import dust_threshold, min_relay_fee, standardness_errors, token_burns
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
-from bch.tx import MAX_SATS, OutPoint, Transaction, TxInput, TxOutput, hex_to_hash
+from bch.tx import (
+    MAX_SATS,
+    OutPoint,
+    TemplatedTransaction,
+    Transaction,
+    TxInput,
+    TxOutput,
+    hex_to_hash,
+)
 from protocols.cauldron.formulas import PoolState, is_valid_pool_transition, lp_fee
 from router import gate
 from router.build import BuildResult, build
@@ -415,6 +423,32 @@ def test_tampering_is_caught_logged_and_build_failed(
     assert info.value.code is ErrorCode.BUILD_FAILED
     assert info.value.data is not None and info.value.data["reasons"] == found
     assert any("safety gate rejected" in r.getMessage() for r in caplog.records)
+
+
+def test_an_input_that_could_create_a_traded_category_is_caught(honest: BuildResult) -> None:
+    """An input spending output 0 of a traded category's txid could create the category; the
+    gate finds it from the transaction's bytes, where the same 36 bytes elsewhere (an output's
+    bytecode, an input spending another output of that txid) are no such input."""
+    tx = honest.tx
+    assert isinstance(tx, TemplatedTransaction)
+    category = hex_to_hash(TOKEN_A)
+    exp = _expectation(honest, PARAMS)
+
+    def spending(index: int) -> TemplatedTransaction:
+        return tx.with_inputs([*tx.inputs[:-1], TxInput(OutPoint(category, index))])
+
+    created = f"category {TOKEN_A} could be created by this transaction"
+    assert created in gate.problems(spending(0), honest.source_outputs, exp)
+    assert created in gate.token_problems(_plain(spending(0)), honest.source_outputs)
+    assert created not in gate.problems(spending(1), honest.source_outputs, exp)
+    data = TxOutput(0, b"\x6a\x24" + category + bytes(4))  # OP_RETURN of those 36 bytes
+    elsewhere = _with_outputs(tx, [*tx.outputs, data])
+    assert category + bytes(4) in elsewhere.to_bytes()
+    assert created not in gate.token_problems(elsewhere, honest.source_outputs)
+
+
+def _plain(tx: Transaction) -> Transaction:
+    return Transaction(tx.version, tx.inputs, tx.outputs, tx.locktime)
 
 
 def test_a_fee_address_in_the_wrong_place_is_caught(honest: BuildResult) -> None:
