@@ -20,7 +20,6 @@ Funding rules:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -335,7 +334,7 @@ def build(
     n_pools = len(q.columns()[0])
     inputs_to_sign = tuple(range(n_pools, n_pools + len(selected)))
     fee_paid = sum([o.value for o in sources]) - gate.output_total(tx)
-    q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
+    q = q.with_costs(worst, fee_paid)
     gate.enforce(
         tx,
         sources,

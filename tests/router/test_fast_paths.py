@@ -39,6 +39,7 @@ from router.params import Destination, QuoteRequest, RouterConfig, parse_build_p
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
 from router.route import Direction, Hop, Leg, _best_single, _single
+from router.txsize import output_size
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model, _Units
@@ -705,3 +706,27 @@ def test_a_many_pool_purchases_units_are_the_plain_ones(
     heap = [divmod(key, 2**32) for key in got.heap]
     assert sorted((cost, got.indices[p]) for cost, p in heap) == sorted(expected[3])
     assert m.buy_units(np.array(members, dtype=np.int64), v) == got  # (a plan's array)
+
+
+# --- the quote's sizes without output objects ----------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10_010), st.one_of(st.none(), st.integers(1, MAX_TOKEN_AMOUNT)))
+def test_output_size_is_the_size_of_the_output(locking: int, amount: int | None) -> None:
+    token = None if amount is None else TokenData(bytes(range(32)), amount)
+    assert output_size(locking, amount) == TxOutput(MAX_SATS, bytes(locking), token).size()
+
+
+def test_with_costs_is_replace_of_the_two_fields() -> None:
+    q = quote(standard_book(), QuoteRequest("bch", TOKEN_A, 2_000_000), RouterConfig())
+    assert len(q.legs) > 1  # computed and kept on `q`: the copy need not carry them
+    got = q.with_costs(q.size_estimate + 7, q.miner_fee_estimate + 9)
+    assert got == dataclasses.replace(
+        q, size_estimate=got.size_estimate, miner_fee_estimate=got.miner_fee_estimate
+    )
+    assert (got.size_estimate, got.miner_fee_estimate) == (
+        q.size_estimate + 7,
+        q.miner_fee_estimate + 9,
+    )
+    assert got.encodings == q.encodings and got.legs == q.legs and got.columns() == q.columns()
