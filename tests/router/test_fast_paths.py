@@ -39,10 +39,10 @@ from router.params import Destination, QuoteRequest, RouterConfig, parse_build_p
 from router.pools import PoolBook, pool_reserve
 from router.quotes import quote
 from router.route import Direction, Hop, Leg, _best_single, _single
-from router.txsize import output_size
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model, _Units
+from router.txsize import output_size
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
