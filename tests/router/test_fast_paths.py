@@ -25,9 +25,11 @@ from bch.token import MAX_TOKEN_AMOUNT, NFT, Capability, TokenData
 from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, Transaction, TxInput, TxOutput
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from protocols.cauldron.formulas import (
+    LP_FEE_NUM,
     PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
+    lp_fee,
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
@@ -730,3 +732,17 @@ def test_with_costs_is_replace_of_the_two_fields() -> None:
         q.miner_fee_estimate + 9,
     )
     assert got.encodings == q.encodings and got.legs == q.legs and got.columns() == q.columns()
+
+
+_EDGE = (2**63 - 1) // LP_FEE_NUM  # the largest sats moved whose fee product fits 64 bits
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(0, 10**16), st.integers(_EDGE - 2, _EDGE + 2), st.integers(0, 2**70)),
+        max_size=80,
+    )
+)
+def test_leg_fees_by_array_are_lp_fee(moved: list[int]) -> None:
+    assert wire._lp_fees(moved) == [lp_fee(0, m) for m in moved]
