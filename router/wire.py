@@ -13,7 +13,7 @@ filled for a whole route by one `%`.
 from __future__ import annotations
 
 from binascii import hexlify
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import truediv
 from typing import TYPE_CHECKING, Any, cast
 
@@ -201,11 +201,11 @@ def legs_json_bytes(
         pre = pick([pool.sats / pool.tokens for pool in pools])
     else:
         pre = pick(cast(list[float], prices))
-    return text, pre, pick(map(truediv, sats, tokens))
+    return text, pre, _post_price(pick, sats, tokens)
 
 
-# An array's set-up costs more than a few legs' fees in Python; below this many, no array.
-_FEES_BY_ARRAY = 32
+# An array's set-up costs more than a few legs' arithmetic in Python; below this many, none.
+_BY_ARRAY = 32
 # Sats moved up to this keep `lp_fee`'s product within 64 bits (every pool's: no pool holds
 # more than 21·10^14 sats).
 _FEES_IN_INT64 = (2**63 - 1) // LP_FEE_NUM
@@ -215,7 +215,7 @@ def _lp_fees(sats_moved: Sequence[int]) -> list[int]:
     """`lp_fee` of each leg: `moved × LP_FEE_NUM // LP_FEE_DEN` of its sats moved (≥ 0), as
     one numpy expression when the products fit 64 bits (Python's integer division costs
     about as much per leg as writing the leg's five numbers)."""
-    if len(sats_moved) >= _FEES_BY_ARRAY:
+    if len(sats_moved) >= _BY_ARRAY:
         try:
             moved = np.array(sats_moved, dtype=np.int64)
         except OverflowError:  # above 64 bits: only the exact way below
@@ -225,6 +225,29 @@ def _lp_fees(sats_moved: Sequence[int]) -> list[int]:
                 fees: list[int] = (moved * LP_FEE_NUM // LP_FEE_DEN).tolist()
                 return fees
     return [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]
+
+
+# Integers of magnitude below this are exact doubles.
+_EXACT_IN_FLOAT = 2**53
+
+
+def _post_price(
+    pick: Callable[[Iterable[float]], float], sats: Sequence[int], tokens: Sequence[int]
+) -> float:
+    """`pick` (min or max) of the legs' post-trade prices, sats after / tokens after. Python
+    divides integers to the double nearest their exact quotient, as a float division of exact
+    doubles does: so one numpy division when every integer is one (tokens may reach 2^63)."""
+    if len(sats) >= _BY_ARRAY:
+        x = np.array(sats, dtype=np.float64)
+        t = np.array(tokens, dtype=np.float64)
+        if (
+            np.abs(x).max() < _EXACT_IN_FLOAT
+            and np.abs(t).max() < _EXACT_IN_FLOAT
+            and t.all()  # no zero: Python's ZeroDivisionError below, not numpy's inf
+        ):
+            quotients = x / t
+            return float(quotients.min() if pick is min else quotients.max())
+    return pick(map(truediv, sats, tokens))
 
 
 # --- quotes ----------------------------------------------------------------------------------
