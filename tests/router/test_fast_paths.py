@@ -51,6 +51,7 @@ from tests.router.helpers import (
     TOKEN_B,
     USER,
     build_params,
+    even_pools,
     funding,
     make_pool,
     standard_book,
@@ -765,3 +766,24 @@ def test_post_prices_by_array_are_the_integer_quotients(legs: list[tuple[int, in
 def test_a_post_price_over_no_tokens_raises_as_python_does() -> None:
     with pytest.raises(ZeroDivisionError):
         wire._post_price(min, [10**6] * 40, [10**4] * 39 + [0])
+
+
+def test_wide_routes_json_bytes_are_the_dicts() -> None:
+    """Routes of more legs than the array paths start at (`wire._BY_ARRAY`), both ways."""
+    pools = even_pools(TOKEN_A, 90, 3_000_000, 0.02, "w") + even_pools(
+        TOKEN_B, 90, 4_000_000, 5.0, "v"
+    )
+    book = PoolBook(pools)
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    coin = {"category": TOKEN_A, "amount": str(10**11)}
+    bch = funding("wide", 10**12)
+    token_coin = funding("wide tokens", 10**6, token=coin)
+    for params in (
+        build_params("bch", TOKEN_A, 200_000_000, [bch]),
+        build_params(TOKEN_A, "bch", 5 * 10**9, [token_coin, bch]),
+        build_params(TOKEN_A, TOKEN_B, 5 * 10**9, [token_coin, bch]),
+    ):
+        result = build(book, parse_build_params(params, config), config)
+        assert all(hop.count() > wire._BY_ARRAY for hop in result.route.hops)
+        assert wire.build_bytes(result) == orjson.dumps(wire.build_doc(result))
+        assert wire.quote_bytes(result.route) == orjson.dumps(wire.quote_doc(result.route))
