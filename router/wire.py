@@ -326,8 +326,8 @@ def _route(q: Quote, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
     return {
         "sell": sell,
         "buy": buy,
-        "side": q.request.side.value,
-        "kind": q.kind.value,
+        "side": q.request.side,  # (str enums: orjson writes their values)
+        "kind": q.kind,
         "input_amount": str(q.input_amount),
         "output_amount": str(q.output_amount),
         "input_is_bch": sell == BCH,
