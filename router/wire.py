@@ -13,7 +13,7 @@ filled for a whole route by one `%`.
 from __future__ import annotations
 
 from binascii import hexlify
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from operator import truediv
 from typing import TYPE_CHECKING, Any, cast
 
@@ -201,10 +201,10 @@ def legs_json_bytes(
         pre = pick([pool.sats / pool.tokens for pool in pools])
     else:
         pre = pick(cast(list[float], prices))
-    return text, pre, _post_price(pick, sats, tokens)
+    return text, pre, pick(map(truediv, sats, tokens))
 
 
-# An array's set-up costs more than a few legs' arithmetic in Python; below this many, none.
+# An array's set-up costs more than a few legs' fees in Python; below this many, no array.
 _BY_ARRAY = 32
 # Sats moved up to this keep `lp_fee`'s product within 64 bits (every pool's: no pool holds
 # more than 21·10^14 sats).
@@ -225,29 +225,6 @@ def _lp_fees(sats_moved: Sequence[int]) -> list[int]:
                 fees: list[int] = (moved * LP_FEE_NUM // LP_FEE_DEN).tolist()
                 return fees
     return [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]
-
-
-# Integers of magnitude below this are exact doubles.
-_EXACT_IN_FLOAT = 2**53
-
-
-def _post_price(
-    pick: Callable[[Iterable[float]], float], sats: Sequence[int], tokens: Sequence[int]
-) -> float:
-    """`pick` (min or max) of the legs' post-trade prices, sats after / tokens after. Python
-    divides integers to the double nearest their exact quotient, as a float division of exact
-    doubles does: so one numpy division when every integer is one (tokens may reach 2^63)."""
-    if len(sats) >= _BY_ARRAY:
-        x = np.array(sats, dtype=np.float64)
-        t = np.array(tokens, dtype=np.float64)
-        if (
-            np.abs(x).max() < _EXACT_IN_FLOAT
-            and np.abs(t).max() < _EXACT_IN_FLOAT
-            and t.all()  # no zero: Python's ZeroDivisionError below, not numpy's inf
-        ):
-            quotients = x / t
-            return float(quotients.min() if pick is min else quotients.max())
-    return pick(map(truediv, sats, tokens))
 
 
 # --- quotes ----------------------------------------------------------------------------------

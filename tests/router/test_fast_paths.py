@@ -749,27 +749,8 @@ def test_leg_fees_by_array_are_lp_fee(moved: list[int]) -> None:
     assert wire._lp_fees(moved) == [lp_fee(0, m) for m in moved]
 
 
-_near_exact = st.one_of(
-    st.integers(1, 10**15), st.integers(2**53 - 2, 2**53 + 2), st.integers(1, MAX_TOKEN_AMOUNT)
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_near_exact, _near_exact), min_size=1, max_size=80))
-def test_post_prices_by_array_are_the_integer_quotients(legs: list[tuple[int, int]]) -> None:
-    sats, tokens = [x for x, _ in legs], [t for _, t in legs]
-    for pick in (min, max):
-        want = pick(x / t for x, t in legs)
-        assert wire._post_price(pick, sats, tokens) == want
-
-
-def test_a_post_price_over_no_tokens_raises_as_python_does() -> None:
-    with pytest.raises(ZeroDivisionError):
-        wire._post_price(min, [10**6] * 40, [10**4] * 39 + [0])
-
-
 def test_wide_routes_json_bytes_are_the_dicts() -> None:
-    """Routes of more legs than the array paths start at (`wire._BY_ARRAY`), both ways."""
+    """Routes of more legs than the fees' array path starts at (`wire._BY_ARRAY`), every way."""
     pools = even_pools(TOKEN_A, 90, 3_000_000, 0.02, "w") + even_pools(
         TOKEN_B, 90, 4_000_000, 5.0, "v"
     )
