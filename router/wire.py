@@ -7,7 +7,8 @@ test_columns_match_legs.py`, `test_templated.py`). A 350-leg reply would spend m
 building and walking per-leg dicts, so the bytes come from each pool's constant text, which the
 book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
 (`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
-filled for a whole route by one `%`.
+filled for a whole route by one `%`. Such long texts are copied once, into the reply's bytes,
+where orjson leaves a hole for them (`_dumps_filled`).
 """
 
 from __future__ import annotations

@@ -768,3 +768,10 @@ def test_wide_routes_json_bytes_are_the_dicts() -> None:
         assert all(hop.count() > wire._BY_ARRAY for hop in result.route.hops)
         assert wire.build_bytes(result) == orjson.dumps(wire.build_doc(result))
         assert wire.quote_bytes(result.route) == orjson.dumps(wire.quote_doc(result.route))
+
+
+def test_holes_are_filled_and_nothing_else_is() -> None:
+    """A NUL in a string is written escaped, so only the holes' NULs split the text."""
+    doc = {"a\0": "x\0y", "h": wire._HOLE_STRING, "b": [wire._HOLE_ARRAY, "\0"]}
+    got = wire._dumps_filled(doc, [[b"ab", b"cd"], [b"1,", b"2"]])
+    assert got == orjson.dumps({"a\0": "x\0y", "h": "abcd", "b": [[1, 2], "\0"]})
