@@ -38,7 +38,7 @@ class PoolEncoding:
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
-    input_hex: str  # `trade_input`'s wire bytes in hex (`wire` splices the transaction's hex)
+    input_hex: bytes  # `trade_input`'s wire bytes in hex, ASCII (`wire` splices the tx's hex)
     source_output: TxOutput  # the pool's UTXO
     template: FungibleTemplate  # the bytes its re-created outputs share
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
@@ -62,7 +62,7 @@ def encode(pool: Pool) -> PoolEncoding:
     return PoolEncoding(
         pool,
         trade_input,
-        trade_input.encode().hex(),
+        trade_input.encode().hex().encode(),
         source,
         template,
         source_output_bytes(source),

@@ -20,7 +20,6 @@ Funding rules:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -337,7 +336,7 @@ def build(
     fee_paid = gate.enforce(
         tx, sources, gate.Expectation.for_build(q, request, config, inputs_to_sign)
     )
-    q = dataclasses.replace(q, size_estimate=worst, miner_fee_estimate=fee_paid)
+    q = q.with_costs(worst, fee_paid)
     fee = q.fee
     return BuildResult(
         tx,

@@ -55,6 +55,9 @@ class Side(StrEnum):
     BUY = "buy"  # exact out: `amount` of the bought asset
 
 
+_SIDES = {side.value: side for side in Side}  # a dict look-up, not an enum call per request
+
+
 def fee_rate_per_kb(fee_per_byte: float) -> int:
     """Sats per 1000 bytes: integer fee arithmetic from here on (1.1 sat/B is 1100 sat/kB)."""
     return round(fee_per_byte * 1000)
@@ -136,19 +139,18 @@ class Destination:
         if not isinstance(text, str) or not text:
             raise bad_request(f"{field} must be a CashAddr string", field=field)
         try:
-            locking, token_aware, prefix = _decoded(text, network)
+            return _decoded(text, network)
         except CashAddrError as exc:
             raise bad_request(f"{field} is not a valid CashAddr: {exc}", field=field) from None
-        return cls(text, locking, token_aware, prefix)
 
 
 @lru_cache(maxsize=4096)
-def _decoded(text: str, network: str | None) -> tuple[bytes, bool, str]:
-    """(locking bytecode, token-aware, prefix) of a CashAddr: a pure function of its text, and
-    decoding (checksum included) costs more than routing a small order; wallets send the same
-    few addresses request after request. Failures are not cached (they raise)."""
+def _decoded(text: str, network: str | None) -> Destination:
+    """The `Destination` of a CashAddr: a pure function of its text, and decoding (checksum
+    included) costs more than routing a small order; wallets send the same few addresses
+    request after request. Failures are not cached (they raise)."""
     addr = Address.decode(text, prefix=network)
-    return addr.locking_bytecode(), addr.token_aware, addr.prefix
+    return Destination(text, addr.locking_bytecode(), addr.token_aware, addr.prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,8 @@ def _require_object(params: object, what: str) -> Mapping[str, Any]:
 
 
 def _reject_unknown(params: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    if allowed.issuperset(params):
+        return
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise bad_request(f"unknown {where}field(s): {', '.join(unknown)}", fields=unknown)
@@ -240,12 +244,9 @@ def _parse_quote_fields(p: Mapping[str, Any]) -> QuoteRequest:
     if sell == buy:
         raise bad_request("sell and buy must be different assets")
     side_text = p.get("side", "sell")
-    try:
-        side = Side(side_text)
-    except ValueError:
-        raise bad_request(
-            f'side must be "sell" or "buy", got {side_text!r}', field="side"
-        ) from None
+    side = _SIDES.get(side_text) if isinstance(side_text, str) else None
+    if side is None:
+        raise bad_request(f'side must be "sell" or "buy", got {side_text!r}', field="side")
     amount_asset = sell if side is Side.SELL else buy
     amount = parse_amount(
         p["amount"], "amount", maximum=MAX_SATS if amount_asset == BCH else MAX_TOKEN_AMOUNT
@@ -305,8 +306,9 @@ def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingI
     if not isinstance(entry, dict):
         raise bad_request(f"{where} must be an object")
     _reject_unknown(entry, _FUNDING_FIELDS, f"{where} ")
-    txid = entry.get("txid")
-    if not isinstance(txid, str) or not is_hex_id(txid.lower()):
+    raw_txid = entry.get("txid")
+    txid = raw_txid.lower() if isinstance(raw_txid, str) else ""
+    if not is_hex_id(txid):
         raise bad_request(f"{where}.txid must be 64 hex characters", field=f"{where}.txid")
     vout = entry.get("vout")
     if isinstance(vout, bool) or not isinstance(vout, int) or not 0 <= vout <= 0xFFFFFFFF:
@@ -326,7 +328,7 @@ def _parse_funding_input(entry: object, i: int, network: str | None) -> FundingI
             token = TokenData.from_json(raw)
         except ValueError as exc:
             raise bad_request(f"{where}.token: {exc}", field=f"{where}.token") from None
-    return FundingInput(i, OutPoint(hex_to_hash(txid.lower()), vout), value, locking, token)
+    return FundingInput(i, OutPoint(hex_to_hash(txid), vout), value, locking, token)
 
 
 def parse_build_params(params: object, config: RouterConfig | None = None) -> BuildRequest:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from itertools import chain
 
 from bch.encoding import compact_size_len
@@ -23,7 +24,7 @@ from router.errors import route_failed
 from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
 from router.route import Columns, Direction, Hop, HopFootprint, Leg, solve_hop
-from router.txsize import FUNDING_INPUT_WORST, max_pools_for
+from router.txsize import FUNDING_INPUT_WORST, max_pools_for, output_size
 
 # --- router fee ------------------------------------------------------------------------------
 
@@ -55,9 +56,20 @@ class RouterFee:
     bps: int
 
 
+# The user's outputs are sized as P2PKH (a wallet's usual receive and change addresses), and
+# so is the fee output when no fee address is set.
+_P2PKH_SIZED = p2pkh_locking(bytes(20))
+
+
 def _fee_output(config: RouterConfig, token: TokenData | None, sats: int) -> TxOutput:
-    locking = config.fee_locking or p2pkh_locking(bytes(20))
-    return TxOutput(sats, locking, token)
+    return TxOutput(sats, config.fee_locking or _P2PKH_SIZED, token)
+
+
+@lru_cache(maxsize=64)
+def _sats_fee_floor(fee_locking: bytes | None) -> int:
+    """The dust threshold of a sats fee output to `fee_locking`: the least fee charged in
+    sats. One per fee address, and every order asks."""
+    return dust_threshold(TxOutput(0, fee_locking or _P2PKH_SIZED))
 
 
 # --- the quote -------------------------------------------------------------------------------
@@ -130,6 +142,23 @@ class Quote:
             object.__setattr__(self, "_columns", found)
         return found
 
+    def with_costs(self, size_estimate: int, miner_fee_estimate: int) -> Quote:
+        """This quote with the size and miner fee of the transaction built from it
+        (`dataclasses.replace`, without its per-call look at the fields)."""
+        return Quote(
+            self.request,
+            self.hops,
+            self.input_amount,
+            self.output_amount,
+            self.fee,
+            self.fee_per_byte,
+            size_estimate,
+            miner_fee_estimate,
+            self.snapshot_version,
+            self.index_height,
+            self.encodings,
+        )
+
     def prices(self) -> tuple[float, float]:
         """(pre, post): the best marginal price among the pools used, before and after.
 
@@ -187,7 +216,7 @@ def quote(
             trace=trace,
         )
 
-    sat_fee_min = dust_threshold(_fee_output(config, None, 0))
+    sat_fee_min = _sats_fee_floor(config.fee_locking)
     fee_asset = BCH
     fee_tokens_category: bytes | None = None
     hops: tuple[Hop, ...]
@@ -239,14 +268,12 @@ def quote(
         fee_sats = fee
     router_fee = RouterFee(fee_asset, fee, fee_sats, bps)
     # Sized as a wallet typically asks: token-aware P2PKH receive, P2PKH BCH change.
-    user = p2pkh_locking(bytes(20))
-    bought = None if buy == BCH else TokenData(bytes.fromhex(buy)[::-1], max(1, out))
-    outputs = [TxOutput(out, user, bought), TxOutput(0, user)]
+    user = len(_P2PKH_SIZED)
+    outputs = [output_size(user, None if buy == BCH else max(1, out)), output_size(user)]
     if router_fee.amount:
-        fee_token = None
-        if fee_tokens_category is not None:
-            fee_token = TokenData(fee_tokens_category, router_fee.amount)
-        outputs.append(_fee_output(config, fee_token, router_fee.sats))
+        fee_locking = len(config.fee_locking or _P2PKH_SIZED)
+        fee_tokens = None if fee_tokens_category is None else router_fee.amount
+        outputs.append(output_size(fee_locking, fee_tokens))
     size = estimate_size(hops, funding_inputs, outputs)
     kb = fee_rate_per_kb(fee_per_byte)
     return Quote(
@@ -264,15 +291,18 @@ def quote(
     )
 
 
-def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[TxOutput]) -> int:
+def estimate_size(hops: Sequence[Hop], funding_inputs: int, outputs: Sequence[int]) -> int:
     """Worst-case signed size of the trade: its pools, `funding_inputs` P2PKH inputs (largest
-    signature) and the user-side `outputs`."""
-    n_legs = sum(hop.count() for hop in hops)
+    signature) and user-side outputs of the sizes `outputs`."""
+    if len(hops) == 1:
+        n_legs, pool_bytes = hops[0].count(), hops[0].pool_bytes
+    else:
+        n_legs, pool_bytes = sum(h.count() for h in hops), sum(h.pool_bytes for h in hops)
     return (
         8
         + compact_size_len(n_legs + funding_inputs)
         + compact_size_len(n_legs + len(outputs))
-        + sum(hop.pool_bytes for hop in hops)
+        + pool_bytes
         + funding_inputs * FUNDING_INPUT_WORST
-        + sum(o.size() for o in outputs)
+        + sum(outputs)
     )

@@ -7,15 +7,18 @@ test_columns_match_legs.py`, `test_templated.py`). A 350-leg reply would spend m
 building and walking per-leg dicts, so the bytes come from each pool's constant text, which the
 book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
 (`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
-filled for a whole route by one `%`.
+filled for a whole route by one `%`. Such long texts are copied once, into the reply's bytes,
+where orjson leaves a hole for them (`_dumps_filled`).
 """
 
 from __future__ import annotations
 
+from binascii import hexlify
 from collections.abc import Sequence
 from operator import truediv
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import orjson
 
 from bch.encoding import compact_size_len
@@ -188,7 +191,7 @@ def legs_json_bytes(
     numbers: list[int] = [0] * (5 * n)  # leg by leg, in the templates' order
     numbers[0::5] = ins
     numbers[1::5] = outs
-    numbers[2::5] = [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]  # `lp_fee`
+    numbers[2::5] = _lp_fees(sats_moved)
     numbers[3::5] = sats
     numbers[4::5] = tokens
     text = b",".join(templates) % tuple(numbers)
@@ -200,6 +203,29 @@ def legs_json_bytes(
     else:
         pre = pick(cast(list[float], prices))
     return text, pre, pick(map(truediv, sats, tokens))
+
+
+# An array's set-up costs more than a few legs' fees in Python; below this many, no array.
+_BY_ARRAY = 32
+# Sats moved up to this keep `lp_fee`'s product within 64 bits (every pool's: no pool holds
+# more than 21·10^14 sats).
+_FEES_IN_INT64 = (2**63 - 1) // LP_FEE_NUM
+
+
+def _lp_fees(sats_moved: Sequence[int]) -> list[int]:
+    """`lp_fee` of each leg: `moved × LP_FEE_NUM // LP_FEE_DEN` of its sats moved (≥ 0), as
+    one numpy expression when the products fit 64 bits (Python's integer division costs
+    about as much per leg as writing the leg's five numbers)."""
+    if len(sats_moved) >= _BY_ARRAY:
+        try:
+            moved = np.array(sats_moved, dtype=np.int64)
+        except OverflowError:  # above 64 bits: only the exact way below
+            pass
+        else:
+            if moved.max() <= _FEES_IN_INT64:
+                fees: list[int] = (moved * LP_FEE_NUM // LP_FEE_DEN).tolist()
+                return fees
+    return [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]
 
 
 # --- quotes ----------------------------------------------------------------------------------
@@ -222,12 +248,31 @@ def quote_doc(q: Quote) -> dict[str, Any]:
 def quote_bytes(q: Quote) -> bytes:
     """`orjson.dumps(quote_doc(q))`, with the legs written straight to JSON and the prices
     taken with them (`legs_json_bytes`): what the daemon sends."""
-    return orjson.dumps(_route_spliced(q))
+    route, legs = _route_spliced(q)
+    return _dumps_filled(route, [] if legs is None else [legs])
 
 
-def _route_spliced(q: Quote) -> dict[str, Any]:
-    """`quote_doc(q)` with the legs as one `orjson.Fragment`, for a document that holds the
-    quote (`build_bytes`): the legs' text is then copied once, into the document's bytes."""
+# A JSON text holds no raw NUL byte (orjson writes one inside a string as an escape), so the
+# only NULs in a document dumped with these fragments are theirs: `_dumps_filled` splits there.
+_HOLE_ARRAY = orjson.Fragment(b"[\0]")
+_HOLE_STRING = orjson.Fragment(b'"\0"')
+
+
+def _dumps_filled(doc: Any, fills: Sequence[Sequence[bytes]]) -> bytes:
+    """`orjson.dumps(doc)` with its holes (`_HOLE_ARRAY`, `_HOLE_STRING`), in order, filled
+    with the bytes of `fills`: a reply's long texts (the legs, the transaction's hex, the
+    source outputs) are copied once, into the reply, rather than through orjson's buffer."""
+    pieces = orjson.dumps(doc).split(b"\0")
+    parts = [pieces[0]]
+    for fill, piece in zip(fills, pieces[1:], strict=True):
+        parts += fill
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def _route_spliced(q: Quote) -> tuple[dict[str, Any], list[bytes] | None]:
+    """`quote_doc(q)`, and the legs' text when they are written straight to JSON: the
+    document then holds `_HOLE_ARRAY` where they go (`_dumps_filled`)."""
     texts: list[bytes] = []
     pre: list[float] = []
     post: list[float] = []
@@ -243,12 +288,12 @@ def _route_spliced(q: Quote) -> dict[str, Any]:
         pre.append(made[1])
         post.append(made[2])
     else:
+        if len(texts) == 2:  # as `Quote.prices`: sell A (hop 0) then buy B (hop 1)
+            prices = (pre[1] / pre[0], post[1] / post[0])
+            return _route(q, _HOLE_ARRAY, prices), [texts[0], b",", texts[1]]
         if texts:  # (a quote has hops; otherwise the plain way below)
-            legs = orjson.Fragment(b"[" + b",".join(texts) + b"]")
-            if len(q.hops) == 2:  # as `Quote.prices`: sell A (hop 0) then buy B (hop 1)
-                return _route(q, legs, (pre[1] / pre[0], post[1] / post[0]))
-            return _route(q, legs, (pre[0], post[0]))
-    return _route(q, [leg_doc(leg) for leg in q.legs], q.prices())
+            return _route(q, _HOLE_ARRAY, (pre[0], post[0])), texts
+    return _route(q, [leg_doc(leg) for leg in q.legs], q.prices()), None
 
 
 def _route(q: Quote, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
@@ -259,8 +304,8 @@ def _route(q: Quote, legs: Any, prices: tuple[float, float]) -> dict[str, Any]:
     return {
         "sell": sell,
         "buy": buy,
-        "side": q.request.side.value,
-        "kind": q.kind.value,
+        "side": q.request.side,  # (str enums: orjson writes their values)
+        "kind": q.kind,
         "input_amount": str(q.input_amount),
         "output_amount": str(q.output_amount),
         "input_is_bch": sell == BCH,
@@ -291,17 +336,15 @@ def build_bytes(result: BuildResult) -> bytes:
     """`orjson.dumps(build_doc(result))`, with the pools' inputs' hex and `source_outputs`
     entries spliced from the text the book keeps per pool and the route's legs written
     straight to JSON: what the daemon sends."""
-    return orjson.dumps(
-        _build(
-            result,
-            _tx_hex(result),
-            orjson.Fragment(_sources_bytes(result)),
-            _route_spliced(result.route),
-        )
-    )
+    route, legs = _route_spliced(result.route)
+    doc = _build(result, _HOLE_STRING, _HOLE_ARRAY, route)
+    fills = [_tx_hex_parts(result), [_sources_bytes(result)]]
+    if legs is not None:
+        fills.append(legs)
+    return _dumps_filled(doc, fills)
 
 
-def _build(result: BuildResult, tx_hex: str, sources: Any, route: Any) -> dict[str, Any]:
+def _build(result: BuildResult, tx_hex: Any, sources: Any, route: Any) -> dict[str, Any]:
     return {
         "unsigned_tx_hex": tx_hex,
         "source_outputs": sources,
@@ -314,24 +357,26 @@ def _build(result: BuildResult, tx_hex: str, sources: Any, route: Any) -> dict[s
     }
 
 
-def _tx_hex(result: BuildResult) -> str:
-    """`result.tx.hex()`. The pools' inputs are most of a routed transaction's bytes and the
-    same in every build while the pools stay, so when the transaction spends them first (what
-    `build` makes) their hex comes from the book (`PoolEncoding.input_hex`)."""
+def _tx_hex_parts(result: BuildResult) -> list[bytes]:
+    """`result.tx.hex()`, ASCII, in parts. The pools' inputs are most of a routed
+    transaction's bytes and the same in every build while the pools stay, so when the
+    transaction spends them first (what `build` makes) their hex comes from the book
+    (`PoolEncoding.input_hex`)."""
     raw = result.tx.to_bytes()
     inputs = result.tx.inputs
     encodings = result.route.encodings
     n = len(encodings)
     if not n or [e.trade_input for e in encodings] != list(inputs[:n]):
-        return raw.hex()
+        return [hexlify(raw)]
     hexes = [e.input_hex for e in encodings]
     start = 4 + compact_size_len(len(inputs))  # after the version and the input count
     end = start + sum(map(len, hexes)) // 2
     view = memoryview(raw)
-    return "".join([view[:start].hex(), *hexes, view[end:].hex()])
+    return [hexlify(view[:start]), *hexes, hexlify(view[end:])]
 
 
 def _sources_bytes(result: BuildResult) -> bytes:
+    """The `source_outputs` entries, comma-separated (the array's brackets are the caller's)."""
     encodings = result.route.encodings
     n = len(encodings)
     sources = result.source_outputs
@@ -345,10 +390,6 @@ def _sources_bytes(result: BuildResult) -> bytes:
             for e, o in zip(encodings, sources, strict=False)
         ]
     parts += map(source_output_bytes, sources[n:])
-    if not parts:
-        return b"[]"
-    parts[0] = b"[" + parts[0]  # the brackets on the end parts: one join, no copies
-    parts[-1] += b"]"
     return b",".join(parts)
 
 

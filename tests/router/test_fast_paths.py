@@ -25,9 +25,11 @@ from bch.token import MAX_TOKEN_AMOUNT, NFT, Capability, TokenData
 from bch.tx import MAX_SATS, FungibleTemplate, OutPoint, Transaction, TxInput, TxOutput
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
 from protocols.cauldron.formulas import (
+    LP_FEE_NUM,
     PoolState,
     buy_tokens_exact_in,
     buy_tokens_exact_out,
+    lp_fee,
     sell_tokens_exact_in,
     sell_tokens_exact_out,
 )
@@ -42,6 +44,7 @@ from router.route import Direction, Hop, Leg, _best_single, _single, solve_hop
 from router.solve import continuous, integer
 from router.solve import model as solve_model
 from router.solve.model import _Model, _model, _Units
+from router.txsize import output_size
 from tests.router.helpers import (
     FEE_WALLET,
     TOKEN_A,
@@ -419,7 +422,7 @@ def test_the_transactions_hex_is_spliced_only_from_its_own_pool_inputs() -> None
     book = standard_book()
     config = RouterConfig(fee_address=FEE_WALLET.token_address)
     result = build(book, parse_build_params(_orders()[0], config), config)
-    assert wire._tx_hex(result) == result.tx.hex()
+    assert b"".join(wire._tx_hex_parts(result)).decode() == result.tx.hex()
     inputs = list(result.tx.inputs)
     inputs[0] = TxInput(inputs[0].outpoint)  # the pool's outpoint, unlocked otherwise
     for tx in (
@@ -427,7 +430,7 @@ def test_the_transactions_hex_is_spliced_only_from_its_own_pool_inputs() -> None
         result.tx.replace(inputs=tuple(inputs[len(result.route.encodings) :])),
     ):
         other = dataclasses.replace(result, tx=tx)
-        assert wire._tx_hex(other) == tx.hex() != result.tx.hex()
+        assert b"".join(wire._tx_hex_parts(other)).decode() == tx.hex() != result.tx.hex()
         assert wire.build_bytes(other) == orjson.dumps(wire.build_doc(other))
 
 
@@ -781,3 +784,69 @@ def test_a_many_leg_hops_encodings_by_position_are_its_pools_own() -> None:
         want = table.of(tuple(p for h in hops for p in h.columns()[0]))
         assert len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
         assert [e.pool for e in got] == [p for h in hops for p in h.columns()[0]]
+
+
+# --- the quote's sizes without output objects ----------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 10_010), st.one_of(st.none(), st.integers(1, MAX_TOKEN_AMOUNT)))
+def test_output_size_is_the_size_of_the_output(locking: int, amount: int | None) -> None:
+    token = None if amount is None else TokenData(bytes(range(32)), amount)
+    assert output_size(locking, amount) == TxOutput(MAX_SATS, bytes(locking), token).size()
+
+
+def test_with_costs_is_replace_of_the_two_fields() -> None:
+    q = quote(standard_book(), QuoteRequest("bch", TOKEN_A, 2_000_000), RouterConfig())
+    assert len(q.legs) > 1  # computed and kept on `q`: the copy need not carry them
+    got = q.with_costs(q.size_estimate + 7, q.miner_fee_estimate + 9)
+    assert got == dataclasses.replace(
+        q, size_estimate=got.size_estimate, miner_fee_estimate=got.miner_fee_estimate
+    )
+    assert (got.size_estimate, got.miner_fee_estimate) == (
+        q.size_estimate + 7,
+        q.miner_fee_estimate + 9,
+    )
+    assert got.encodings == q.encodings and got.legs == q.legs and got.columns() == q.columns()
+
+
+_EDGE = (2**63 - 1) // LP_FEE_NUM  # the largest sats moved whose fee product fits 64 bits
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.integers(0, 10**16), st.integers(_EDGE - 2, _EDGE + 2), st.integers(0, 2**70)),
+        max_size=80,
+    )
+)
+def test_leg_fees_by_array_are_lp_fee(moved: list[int]) -> None:
+    assert wire._lp_fees(moved) == [lp_fee(0, m) for m in moved]
+
+
+def test_wide_routes_json_bytes_are_the_dicts() -> None:
+    """Routes of more legs than the fees' array path starts at (`wire._BY_ARRAY`), every way."""
+    pools = even_pools(TOKEN_A, 90, 3_000_000, 0.02, "w") + even_pools(
+        TOKEN_B, 90, 4_000_000, 5.0, "v"
+    )
+    book = PoolBook(pools)
+    config = RouterConfig(fee_address=FEE_WALLET.token_address)
+    coin = {"category": TOKEN_A, "amount": str(10**11)}
+    bch = funding("wide", 10**12)
+    token_coin = funding("wide tokens", 10**6, token=coin)
+    for params in (
+        build_params("bch", TOKEN_A, 200_000_000, [bch]),
+        build_params(TOKEN_A, "bch", 5 * 10**9, [token_coin, bch]),
+        build_params(TOKEN_A, TOKEN_B, 5 * 10**9, [token_coin, bch]),
+    ):
+        result = build(book, parse_build_params(params, config), config)
+        assert all(hop.count() > wire._BY_ARRAY for hop in result.route.hops)
+        assert wire.build_bytes(result) == orjson.dumps(wire.build_doc(result))
+        assert wire.quote_bytes(result.route) == orjson.dumps(wire.quote_doc(result.route))
+
+
+def test_holes_are_filled_and_nothing_else_is() -> None:
+    """A NUL in a string is written escaped, so only the holes' NULs split the text."""
+    doc = {"a\0": "x\0y", "h": wire._HOLE_STRING, "b": [wire._HOLE_ARRAY, "\0"]}
+    got = wire._dumps_filled(doc, [[b"ab", b"cd"], [b"1,", b"2"]])
+    assert got == orjson.dumps({"a\0": "x\0y", "h": "abcd", "b": [[1, 2], "\0"]})
