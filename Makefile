@@ -2,7 +2,7 @@
 # The interpreter `.venv` is made from: the system's Python 3 when it is 3.11 or newer and can
 # make a virtualenv (distributions build it with profile-guided and link-time optimisation),
 # else the first `python3` on PATH. pyenv builds without them unless asked: on Debian 12 its
-# 3.11 runs a 352-pool tx.build in 1.24x the system 3.11's instructions (docs/benchmarks.md).
+# 3.11 takes about a tenth more time and instructions for a tx.build (docs/benchmarks.md).
 # `make PYTHON=...` chooses another; an existing .venv is kept (`make clean` first).
 SYSTEM_PYTHON := /usr/bin/python3
 PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import sys, venv, ensurepip; \
