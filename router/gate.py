@@ -266,7 +266,8 @@ def _templated_pools_clean(
     """The legs' pools and what they held when the pool checks of `problems` have nothing to
     report about `tx` (else None: the caller runs them one by one on `tx.outputs`), decided
     column by column:
-    input i is pool i's own trade input and spends pool i's own output, output i is pool i's
+    encoding i is routed pool i's, input i is pool i's own trade input and spends pool i's own
+    output, output i is pool i's
     own template (its bytecode and category, no NFT) filled with exactly the leg's state
     (all as its `encodings` hold them, which are standard on their own: `PoolEncoding.
     standard`), and that state passes the contract predicate and keeps ≥ 1 token and the
@@ -281,10 +282,11 @@ def _templated_pools_clean(
     # equal copy is left to the one-by-one checks).
     others = [
         e
-        for e, txin, spent, template in zip(
-            encodings, tx.inputs, source_outputs, tx.templates, strict=False
+        for e, pool, txin, spent, template in zip(
+            encodings, pools, tx.inputs, source_outputs, tx.templates, strict=False
         )
-        if txin is not e.trade_input
+        if e.pool is not pool  # (the encodings' objects stand for the routed pools only then)
+        or txin is not e.trade_input
         or spent is not e.source_output
         or template is not e.template
         or not e.standard
@@ -376,6 +378,11 @@ def _checked(
             strict=False,
         )
     ):
+        # The input and output objects below are `encoding`'s: they stand for `pool` only
+        # when the encoding is the routed pool's.
+        if encoding.pool is not pool and encoding.pool != pool:
+            add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed (another's encoding)")
+            continue
         # Identity short-cuts: the pool's own immutable input and output objects hold exactly
         # the pool's outpoint, unlocking and state, so comparing values would tell the same.
         trade_input = encoding.trade_input

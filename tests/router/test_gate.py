@@ -447,6 +447,27 @@ def test_an_input_that_could_create_a_traded_category_is_caught(honest: BuildRes
     assert created not in gate.token_problems(elsewhere, honest.source_outputs)
 
 
+def test_a_pool_spent_under_another_pools_encoding_is_caught(honest: BuildResult) -> None:
+    """The gate holds each input and output to the route's encodings: when an encoding is not
+    its leg's pool's (two swapped upstream, the transaction made from them), the pool spent is
+    not the one routed, on the column path and on the one-by-one path alike."""
+    tx = honest.tx
+    assert isinstance(tx, TemplatedTransaction)
+    exp = _expectation(honest, PARAMS)
+    first, second = exp.encodings[:2]
+    assert first.pool.token_id == second.pool.token_id  # two legs of one hop
+    swapped = (second, first, *exp.encodings[2:])
+    inputs = [e.trade_input for e in swapped] + list(tx.inputs[len(swapped) :])
+    templates = [e.template for e in swapped]
+    moved = TemplatedTransaction(inputs, templates, list(tx.values), list(tx.amounts), tx.rest)
+    sources = (second.source_output, first.source_output, *honest.source_outputs[2:])
+    wrong = dataclasses.replace(exp, encodings=swapped)
+    pool = first.pool
+    for made in (moved, _plain(moved)):
+        found = gate.problems(made, sources, wrong)
+        assert any(f"input 0 is not pool {pool.txid}:{pool.vout} as routed" in r for r in found)
+
+
 def _plain(tx: Transaction) -> Transaction:
     return Transaction(tx.version, tx.inputs, tx.outputs, tx.locktime)
 
