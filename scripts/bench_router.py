@@ -56,7 +56,7 @@ from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook
 from router.quotes import quote
-from router.service import RouterServer, start_router
+from router.service import RouterServer, settle_memory, start_router
 
 USER = Wallet.from_seed("bench router: user")
 FEE = Wallet.from_seed("bench router: fee")
@@ -334,8 +334,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _inprocess_setup(snap: PoolSnapshot) -> tuple[PoolBook, RouterConfig, Callable[[int], int]]:
-    """The book of `snap`, the bench's config, and the pool count of a BCH amount's route."""
+    """The book of `snap`, the bench's config, and the pool count of a BCH amount's route; the
+    process's memory set up as the router's (`settle_memory`)."""
     book = LiveBook(snap).current()
+    settle_memory()
     config = RouterConfig(fee_bps=10, fee_address=FEE.token_address)
 
     def pools_for(amount: int) -> int:
