@@ -16,8 +16,7 @@ or asking again whether they are standard.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 from bch.policy import standard_spend
 from bch.token import TokenData
@@ -30,11 +29,11 @@ from router.route import inherit_models, prewarm, update_models
 from router.wire import leg_templates, source_output_bytes
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PoolEncoding:
+class PoolEncoding(NamedTuple):
     """A pool as a transaction and a reply spell it. The builder spends `trade_input` and
     `source_output` and re-creates the pool from `template`; the gate holds the transaction to
-    them; `wire` splices the JSON text."""
+    them; `wire` splices the JSON text. A named tuple, so a route's encodings turn into
+    columns with one `zip` (`EncodingColumns`)."""
 
     pool: Pool  # what is encoded
     trade_input: TxInput  # outpoint, the 69-byte redeem push, final sequence
@@ -48,6 +47,36 @@ class PoolEncoding:
     # (`bch.policy.standard_spend`): the gate need not ask the policy checks again per build.
     standard: bool
     price: float | None  # sats per token before any trade (None without tokens)
+
+
+class EncodingColumns(NamedTuple):
+    """A route's `PoolEncoding`s field by field, each a tuple in the route's order: what the
+    builder, the gate and the reply read of every leg, transposed at once (`of_encodings`)
+    instead of one pass over the legs per field."""
+
+    pool: tuple[Pool, ...]
+    trade_input: tuple[TxInput, ...]
+    input_hex: tuple[bytes, ...]
+    source_output: tuple[TxOutput, ...]
+    template: tuple[FungibleTemplate, ...]
+    source_json: tuple[bytes, ...]
+    leg_buy: tuple[bytes, ...]
+    leg_sell: tuple[bytes, ...]
+    standard: tuple[bool, ...]
+    price: tuple[float | None, ...]
+
+    @classmethod
+    def of_encodings(cls, encodings: Sequence[PoolEncoding]) -> EncodingColumns:
+        if not encodings:
+            return _NO_COLUMNS
+        return cls._make(zip(*encodings, strict=True))
+
+    def part(self, start: int, end: int) -> EncodingColumns:
+        """The columns of the encodings `start:end` (one hop's of a two-hop route)."""
+        return EncodingColumns._make(column[start:end] for column in self)
+
+
+_NO_COLUMNS = EncodingColumns((), (), (), (), (), (), (), (), (), ())
 
 
 def encode(pool: Pool) -> PoolEncoding:

@@ -279,13 +279,12 @@ def _assemble(
         outputs = [change if o is asm.change_template else o for o in with_change]
     elif have - base < fee_without:  # pragma: no cover - _select guarantees this
         raise insufficient_funds("the funding inputs do not cover the trade")
-    pools = asm.q.encodings
-    inputs = [e.trade_input for e in pools] + [TxInput(f.outpoint) for f in selected]
-    sources = tuple([e.source_output for e in pools] + [f.output for f in selected])
+    pools = asm.q.encoding_columns()
+    inputs = [*pools.trade_input, *[TxInput(f.outpoint) for f in selected]]
+    sources = (*pools.source_output, *[f.output for f in selected])
     # The pools' outputs as their templates' bytes (no objects unless something asks);
     # serialized once, and size, hex and the gate reuse the bytes and the integers.
-    templates = [e.template for e in pools]
-    tx = TemplatedTransaction(inputs, templates, asm.sats_after, asm.tokens_after, outputs)
+    tx = TemplatedTransaction(inputs, pools.template, asm.sats_after, asm.tokens_after, outputs)
     return tx, sources
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import NamedTuple, cast
 
 from bch.encoding import compact_size
@@ -39,7 +40,7 @@ from bch.script import ScriptKind, classify_locking, push_data
 from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
 from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutput, hex_to_hash
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
-from router.book import PoolEncoding
+from router.book import EncodingColumns, PoolEncoding
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
@@ -72,6 +73,9 @@ class Expectation:
     fee_output: TxOutput | None  # the exact router fee output, None when no fee is charged
     fee_per_kb: int
     inputs_to_sign: tuple[int, ...]
+    _encoding_columns: EncodingColumns | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def for_build(
@@ -92,7 +96,7 @@ class Expectation:
                 fee_output = TxOutput(
                     q.fee.sats, fee_locking, TokenData(hex_to_hash(q.fee.asset), q.fee.amount)
                 )
-        return cls(
+        exp = cls(
             q.columns(),
             q.encodings,
             request.receive.locking,
@@ -106,6 +110,16 @@ class Expectation:
             fee_rate_per_kb(q.fee_per_byte),
             inputs_to_sign,
         )
+        object.__setattr__(exp, "_encoding_columns", q.encoding_columns())  # (the same encodings)
+        return exp
+
+    def encoding_columns(self) -> EncodingColumns:
+        """`encodings` as columns (`EncodingColumns`), made on first use."""
+        found = self._encoding_columns
+        if found is None:
+            found = EncodingColumns.of_encodings(self.encodings)
+            object.__setattr__(self, "_encoding_columns", found)
+        return found
 
     def overpay_band(self) -> int:
         """Sats the miner may get above the asked rate: a change output's dust threshold plus
@@ -141,6 +155,7 @@ def worst_case_signed(tx: Transaction, inputs_to_sign: Sequence[int]) -> Transac
 
 
 _encoded = TxInput.encode
+_TOKEN_OF = attrgetter("token")
 
 
 def _token_totals(
@@ -261,7 +276,7 @@ def _templated_pools_clean(
     tx: TemplatedTransaction,
     source_outputs: Sequence[TxOutput],
     routed: Columns,
-    encodings: Sequence[PoolEncoding],
+    encodings: EncodingColumns,
 ) -> _PoolPart | None:
     """The legs' pools and what they held when the pool checks of `problems` have nothing to
     report about `tx` (else None: the caller runs them one by one on `tx.outputs`), decided
@@ -274,25 +289,21 @@ def _templated_pools_clean(
     reserve."""
     pools, sats_after, tokens_after = routed
     n = len(pools)
-    if tx.values != sats_after or tx.amounts != tokens_after or len(encodings) != n:
+    if tx.values != sats_after or tx.amounts != tokens_after or len(encodings.pool) != n:
         return None  # not exactly the routed states
     if not n:
         return _PoolPart(pools, 0, 0, 0, 0)
-    # The encodings' own objects, immutable, so they hold exactly their pool's values (an
-    # equal copy is left to the one-by-one checks).
-    others = [
-        e
-        for e, pool, txin, spent, template in zip(
-            encodings, pools, tx.inputs, source_outputs, tx.templates, strict=False
-        )
-        if e.pool is not pool  # (the encodings' objects stand for the routed pools only then)
-        or txin is not e.trade_input
-        or spent is not e.source_output
-        or template is not e.template
-        or not e.standard
-        or spent.token is None  # a token-less pool, which no template re-creates
-    ]
-    if others:
+    # Each column against the encodings' (a tuple compares its items by identity first: the
+    # same objects, made once per pool). Equal objects hold the same values, and so encode
+    # the same pools and bytes.
+    if (
+        encodings.pool != tuple(pools)  # (the encodings stand for the routed pools only then)
+        or tx.inputs[:n] != encodings.trade_input
+        or tuple(source_outputs[:n]) != encodings.source_output
+        or tx.templates != encodings.template
+        or False in encodings.standard
+        or not all(map(_TOKEN_OF, source_outputs[:n]))  # a token-less pool: no template
+    ):
         return None
     # What the pool inputs spend: each its pool's `source_output`, which the book made from
     # the pool's state (`router.book.encode`), so the state is read from the pool.
@@ -361,7 +372,7 @@ def _checked(
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
     pools = (
         _templated_pools_clean(
-            cast(TemplatedTransaction, tx), source_outputs, exp.routed, exp.encodings
+            cast(TemplatedTransaction, tx), source_outputs, exp.routed, exp.encoding_columns()
         )
         if templated
         else None

@@ -19,7 +19,7 @@ from bch.policy import dust_threshold
 from bch.script import p2pkh_locking
 from bch.token import TokenData
 from bch.tx import TxOutput
-from router.book import PoolEncoding, encodings
+from router.book import EncodingColumns, PoolEncoding, encodings
 from router.errors import route_failed
 from router.params import QuoteRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, PoolBook
@@ -102,6 +102,9 @@ class Quote:
     # Every hop's legs (and their columns) in order, joined once on first use.
     _legs: tuple[Leg, ...] | None = field(default=None, init=False, repr=False, compare=False)
     _columns: Columns | None = field(default=None, init=False, repr=False, compare=False)
+    _encoding_columns: EncodingColumns | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def pool_count(self) -> int:
@@ -142,10 +145,18 @@ class Quote:
             object.__setattr__(self, "_columns", found)
         return found
 
+    def encoding_columns(self) -> EncodingColumns:
+        """`encodings` as columns (`EncodingColumns`), made on first use."""
+        found = self._encoding_columns
+        if found is None:
+            found = EncodingColumns.of_encodings(self.encodings)
+            object.__setattr__(self, "_encoding_columns", found)
+        return found
+
     def with_costs(self, size_estimate: int, miner_fee_estimate: int) -> Quote:
         """This quote with the size and miner fee of the transaction built from it
         (`dataclasses.replace`, without its per-call look at the fields)."""
-        return Quote(
+        costed = Quote(
             self.request,
             self.hops,
             self.input_amount,
@@ -158,6 +169,10 @@ class Quote:
             self.index_height,
             self.encodings,
         )
+        # The same hops and encodings: what was made of them holds for the copy too.
+        for made in ("_legs", "_columns", "_encoding_columns"):
+            object.__setattr__(costed, made, getattr(self, made))
+        return costed
 
     def prices(self) -> tuple[float, float]:
         """(pre, post): the best marginal price among the pools used, before and after.

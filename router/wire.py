@@ -29,7 +29,7 @@ from router.hop import Columns, Direction, Leg
 from router.pools import BCH, Pool
 
 if TYPE_CHECKING:
-    from router.book import PoolEncoding
+    from router.book import EncodingColumns
     from router.build import BuildResult
     from router.quotes import Quote, RouterFee
 
@@ -153,15 +153,15 @@ def leg_templates(pool: Pool) -> tuple[bytes, bytes]:
 def legs_json_bytes(
     columns: Columns,
     direction: Direction,
-    encodings: Sequence[PoolEncoding],
+    encodings: EncodingColumns,
     amounts: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> tuple[bytes, float, float] | None:
     """The legs' JSON objects (`leg_doc`'s, as orjson writes them) joined by commas, when every
     leg trades in `direction`, and the prices `Quote.prices` takes from a hop of these legs
     (least pre- and post-trade sats per token buying, greatest selling). `encodings` are the
-    pools' (their `leg_templates`); `amounts` (the hop's `Hop.amounts`, what the columns were
-    made from) spares recomputing them. None when there are no legs or some leg goes the
-    other way."""
+    pools' (their `leg_templates`, as columns); `amounts` (the hop's `Hop.amounts`, what the
+    columns were made from) spares recomputing them. None when there are no legs or some leg
+    goes the other way."""
     pools, sats, tokens = columns
     n = len(pools)
     if not n:
@@ -181,12 +181,12 @@ def legs_json_bytes(
     if buying:
         if min(ins) < 1:
             return None
-        templates = [e.leg_buy for e in encodings]
+        templates = encodings.leg_buy
         sats_moved, pick = ins, min
     else:
         if min(outs) < 0:  # sats after above sats before
             return None
-        templates = [e.leg_sell for e in encodings]
+        templates = encodings.leg_sell
         sats_moved, pick = outs, max
     numbers: list[int] = [0] * (5 * n)  # leg by leg, in the templates' order
     numbers[0::5] = ins
@@ -197,7 +197,7 @@ def legs_json_bytes(
     text = b",".join(templates) % tuple(numbers)
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
-    prices = [e.price for e in encodings]
+    prices = encodings.price
     if None in prices:  # a token-less pool: the same division, raising as it does there
         pre = pick([pool.sats / pool.tokens for pool in pools])
     else:
@@ -277,10 +277,12 @@ def _route_spliced(q: Quote) -> tuple[dict[str, Any], list[bytes] | None]:
     pre: list[float] = []
     post: list[float] = []
     start = 0
+    encodings = q.encoding_columns()
     for hop in q.hops:
         columns = hop.columns()
         end = start + len(columns[0])
-        made = legs_json_bytes(columns, hop.direction, q.encodings[start:end], hop.amounts())
+        part = encodings if len(q.hops) == 1 else encodings.part(start, end)
+        made = legs_json_bytes(columns, hop.direction, part, hop.amounts())
         start = end
         if made is None:
             break  # no legs, or not all of them going the hop's way: the plain way below
@@ -364,11 +366,11 @@ def _tx_hex_parts(result: BuildResult) -> list[bytes]:
     (`PoolEncoding.input_hex`)."""
     raw = result.tx.to_bytes()
     inputs = result.tx.inputs
-    encodings = result.route.encodings
-    n = len(encodings)
-    if not n or [e.trade_input for e in encodings] != list(inputs[:n]):
+    encodings = result.route.encoding_columns()
+    n = len(encodings.trade_input)
+    if not n or encodings.trade_input != tuple(inputs[:n]):
         return [hexlify(raw)]
-    hexes = [e.input_hex for e in encodings]
+    hexes = encodings.input_hex
     start = 4 + compact_size_len(len(inputs))  # after the version and the input count
     end = start + sum(map(len, hexes)) // 2
     view = memoryview(raw)
@@ -377,17 +379,19 @@ def _tx_hex_parts(result: BuildResult) -> list[bytes]:
 
 def _sources_bytes(result: BuildResult) -> bytes:
     """The `source_outputs` entries, comma-separated (the array's brackets are the caller's)."""
-    encodings = result.route.encodings
-    n = len(encodings)
+    encodings = result.route.encoding_columns()
+    n = len(encodings.source_output)
     sources = result.source_outputs
-    if [e.source_output for e in encodings] == list(sources[:n]):
+    if encodings.source_output == tuple(sources[:n]):
         # Every pool input spends the pool's own output (what `build` makes, the same
         # objects, so `==` answers by identity): its entry comes made.
-        parts = [e.source_json for e in encodings]
+        parts = list(encodings.source_json)
     else:
         parts = [
-            e.source_json if o == e.source_output else source_output_bytes(o)
-            for e, o in zip(encodings, sources, strict=False)
+            made if o == own else source_output_bytes(o)
+            for made, own, o in zip(
+                encodings.source_json, encodings.source_output, sources, strict=False
+            )
         ]
     parts += map(source_output_bytes, sources[n:])
     return b",".join(parts)

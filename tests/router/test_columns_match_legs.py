@@ -14,7 +14,7 @@ from bch.token import MAX_TOKEN_AMOUNT
 from bch.tx import MAX_SATS
 from protocols.cauldron.formulas import PoolState
 from router import wire
-from router.book import Encodings, PoolEncoding
+from router.book import EncodingColumns, Encodings
 from router.params import QuoteRequest, RouterConfig
 from router.pools import Pool, buy_out_cap
 from router.quotes import quote
@@ -51,8 +51,8 @@ def _columns(legs: list[Leg]) -> tuple[tuple[Pool, ...], tuple[int, ...], tuple[
     )
 
 
-def _encodings(legs: list[Leg]) -> tuple[PoolEncoding, ...]:
-    return Encodings().of([leg.pool for leg in legs])
+def _encodings(legs: list[Leg]) -> EncodingColumns:
+    return EncodingColumns.of_encodings(Encodings().of([leg.pool for leg in legs]))
 
 
 def _expected(legs: list[Leg], direction: Direction) -> tuple[bytes, float, float] | None:

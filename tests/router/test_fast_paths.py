@@ -34,7 +34,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router import gate, wire
-from router.book import LiveBook, encodings
+from router.book import EncodingColumns, LiveBook, PoolEncoding, encodings
 from router.build import build
 from router.errors import RouterError
 from router.params import Destination, QuoteRequest, RouterConfig, parse_build_params
@@ -784,6 +784,25 @@ def test_a_many_leg_hops_encodings_by_position_are_its_pools_own() -> None:
         want = table.of(tuple(p for h in hops for p in h.columns()[0]))
         assert len(got) == len(want) and all(g is w for g, w in zip(got, want, strict=True))
         assert [e.pool for e in got] == [p for h in hops for p in h.columns()[0]]
+
+
+def test_encoding_columns_are_the_encodings_field_by_field() -> None:
+    """A route's encodings as columns (`EncodingColumns`): field by field, the very objects
+    of each encoding in order; a part is the columns of those encodings; a two-hop quote's
+    are both hops' pools'; `with_costs` keeps them."""
+    book = PoolBook([*even_pools(TOKEN_A, 30, 10**9, 100.0), *even_pools(TOKEN_B, 30, 10**9, 50.0)])
+    for request in (QuoteRequest("bch", TOKEN_A, 10**10), QuoteRequest(TOKEN_A, TOKEN_B, 10**8)):
+        q = quote(book, request, RouterConfig())
+        columns = q.encoding_columns()
+        assert columns is q.encoding_columns()
+        assert columns.pool == q.columns()[0]
+        for name, column in zip(PoolEncoding._fields, columns, strict=True):
+            assert len(column) == len(q.encodings) > 1
+            assert all(c is getattr(e, name) for c, e in zip(column, q.encodings, strict=True))
+        part = columns.part(1, 3)
+        assert part == EncodingColumns.of_encodings(q.encodings[1:3])
+        assert q.with_costs(1, 2).encoding_columns() is columns
+    assert EncodingColumns.of_encodings(()) == EncodingColumns(*((),) * 10)
 
 
 # --- the quote's sizes without output objects ----------------------------------------------

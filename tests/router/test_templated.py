@@ -165,7 +165,7 @@ def test_builds_are_templated_and_their_bytes_are_the_plain_ones(
         assert [o.encode() for o in tx.outputs] == [o.encode() for o in plain.outputs]
         assert tx.output_value() == sum(o.value for o in plain.outputs)
         assert gate._templated_pools_clean(
-            _templated(tx), result.source_outputs, exp.routed, exp.encodings
+            _templated(tx), result.source_outputs, exp.routed, exp.encoding_columns()
         )
         assert policy._templated_clean(_templated(tx), 2026) == (n, sum(tx.values))
         assert _same_verdicts(tx, result.source_outputs, exp) == []
@@ -261,7 +261,9 @@ def test_a_routed_state_no_output_holds_is_judged_the_plain_way(
     values = tuple(_bumped(tx.values, 1, MAX_SATS + 1 - tx.values[1]))
     routed = dataclasses.replace(exp, routed=(exp.routed[0], values, exp.routed[2]))
     bad = _templated(tx, values=values)
-    assert gate._templated_pools_clean(bad, sources, routed.routed, routed.encodings) is None
+    assert (
+        gate._templated_pools_clean(bad, sources, routed.routed, routed.encoding_columns()) is None
+    )
     found = _same_verdicts(bad, sources, routed)
     assert any("toolarge" in f for f in found), found
 
@@ -295,7 +297,7 @@ def test_a_template_an_input_or_a_source_not_the_pools_is_judged_the_plain_way(
     ]
     for bad, srcs, reason in cases:
         assert gate._templated_pools_clean(
-            _templated(bad), srcs, exp.routed, exp.encodings
+            _templated(bad), srcs, exp.routed, exp.encoding_columns()
         ) is None or (reason is None or reason == "must be 2 / 0")
         found = _same_verdicts(bad, srcs, exp)
         if reason is None:
@@ -379,7 +381,7 @@ def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
     encoded = encode(make_pool(TOKEN_A, 100_000, 0, "token-less"))
     assert encoded.source_output.token is None
     tx, sources, exp = _one_pool_trade(encoded, PoolState(101_000, 1))
-    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns()) is None
     found = _same_verdicts(tx, sources, exp)
     assert any("does not re-create" in f for f in found)
 
@@ -393,7 +395,7 @@ def test_a_pool_not_standard_on_its_own_is_still_caught() -> None:
     honest = encode(pool)
     assert honest.standard
     tx, sources, exp = _one_pool_trade(honest, PoolState(101_100, 1_000))
-    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings)
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns())
     assert _same_verdicts(tx, sources, exp) == []
 
     not_push_only = TxInput(honest.trade_input.outpoint, b"\x76" + honest.trade_input.unlocking)
@@ -402,16 +404,14 @@ def test_a_pool_not_standard_on_its_own_is_still_caught() -> None:
     odd_source = TxOutput(pool.sats, odd_locking, honest.source_output.token)
     odd_template = FungibleTemplate(odd_locking, CAT_A)
     cases = {
-        "scriptsig-not-pushonly": dataclasses.replace(honest, trade_input=not_push_only),
-        "scriptpubkey": dataclasses.replace(
-            honest, source_output=odd_source, template=odd_template
-        ),
+        "scriptsig-not-pushonly": honest._replace(trade_input=not_push_only),
+        "scriptpubkey": honest._replace(source_output=odd_source, template=odd_template),
     }
     for reason, odd in cases.items():
         assert not standard_spend(odd.trade_input, odd.source_output, odd.template)
-        odd = dataclasses.replace(odd, standard=False)  # as `book.encode` finds it
+        odd = odd._replace(standard=False)  # as `book.encode` finds it
         tx, sources, exp = _one_pool_trade(odd, PoolState(101_100, 1_000))
-        assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
+        assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns()) is None
         found = _same_verdicts(tx, sources, exp)
         assert any(f"non-standard ({reason})" in f for f in found), (reason, found)
     assert any("bad-txns-nonstandard-inputs" in f for f in found)
