@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import platform
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -370,13 +371,21 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(20):  # warm the book's per-token caches
             wire.build_bytes(build(book, parse_build_params(params, config), config))
         samples = []
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         for _ in range(max(20, args.requests)):
             t0 = time.perf_counter()
             wire.build_bytes(build(book, parse_build_params(params, config), config))
             samples.append((time.perf_counter() - t0) * 1000)
-        rows.append({"legs": pools_for(hi), "build_inprocess_p50": pct(samples, 0.5)})
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        rows.append({
+            "legs": pools_for(hi),
+            "build_inprocess_p50": pct(samples, 0.5),
+            "page_faults_per_build": faults / len(samples),
+        })  # fmt: skip
     print("tx.build in-process p50: " + ", ".join(
         f"{r['legs']} pools {r['build_inprocess_p50']:.3f} ms" for r in rows))  # fmt: skip
+    print("page faults per build: " + ", ".join(
+        f"{r['legs']} pools {r['page_faults_per_build']:.1f}" for r in rows))  # fmt: skip
     return {"machine": platform.platform(), "inprocess": rows}
 
 
