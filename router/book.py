@@ -47,6 +47,8 @@ class PoolEncoding(NamedTuple):
     # (`bch.policy.standard_spend`): the gate need not ask the policy checks again per build.
     standard: bool
     price: float | None  # sats per token before any trade (None without tokens)
+    sats: int  # the pool's state: what `source_output` holds
+    tokens: int
 
 
 class EncodingColumns(NamedTuple):
@@ -64,6 +66,8 @@ class EncodingColumns(NamedTuple):
     leg_sell: tuple[bytes, ...]
     standard: tuple[bool, ...]
     price: tuple[float | None, ...]
+    sats: tuple[int, ...]
+    tokens: tuple[int, ...]
 
     @classmethod
     def of_encodings(cls, encodings: Sequence[PoolEncoding]) -> EncodingColumns:
@@ -76,7 +80,7 @@ class EncodingColumns(NamedTuple):
         return EncodingColumns._make(column[start:end] for column in self)
 
 
-_NO_COLUMNS = EncodingColumns((), (), (), (), (), (), (), (), (), ())
+_NO_COLUMNS = EncodingColumns._make(() for _ in EncodingColumns._fields)
 
 
 def encode(pool: Pool) -> PoolEncoding:
@@ -99,6 +103,8 @@ def encode(pool: Pool) -> PoolEncoding:
         sell,
         standard_spend(trade_input, source, template),
         pool.sats / pool.tokens if pool.tokens else None,
+        pool.sats,
+        pool.tokens,
     )
 
 

@@ -306,9 +306,8 @@ def _templated_pools_clean(
     ):
         return None
     # What the pool inputs spend: each its pool's `source_output`, which the book made from
-    # the pool's state (`router.book.encode`), so the state is read from the pool.
-    before_sats = [pool.sats for pool in pools]
-    before_tokens = [pool.tokens for pool in pools]
+    # the pool's state (`router.book.encode`), kept beside it in the encoding.
+    before_sats, before_tokens = encodings.sats, encodings.tokens
     if min(tokens_after) < 1 or (
         min(sats_after) < _MOST_RESERVE  # no reserve exceeds the widest
         and any(

@@ -796,13 +796,15 @@ def test_encoding_columns_are_the_encodings_field_by_field() -> None:
         columns = q.encoding_columns()
         assert columns is q.encoding_columns()
         assert columns.pool == q.columns()[0]
+        assert columns.sats == tuple(p.sats for p in columns.pool)
+        assert columns.tokens == tuple(p.tokens for p in columns.pool)
         for name, column in zip(PoolEncoding._fields, columns, strict=True):
             assert len(column) == len(q.encodings) > 1
             assert all(c is getattr(e, name) for c, e in zip(column, q.encodings, strict=True))
         part = columns.part(1, 3)
         assert part == EncodingColumns.of_encodings(q.encodings[1:3])
         assert q.with_costs(1, 2).encoding_columns() is columns
-    assert EncodingColumns.of_encodings(()) == EncodingColumns(*((),) * 10)
+    assert EncodingColumns.of_encodings(()) == EncodingColumns(*((),) * len(PoolEncoding._fields))
 
 
 # --- the quote's sizes without output objects ----------------------------------------------
