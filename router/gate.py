@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple, cast
 
@@ -40,7 +40,7 @@ from bch.script import ScriptKind, classify_locking, push_data
 from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData
 from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutput, hex_to_hash
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
-from router.book import EncodingColumns, PoolEncoding
+from router.book import EncodingColumns
 from router.errors import build_failed
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
@@ -62,7 +62,7 @@ class Expectation:
     """What the request and the route promise; the gate holds the transaction to it."""
 
     routed: Columns  # the route's pools and their (sats, tokens) after it (`Quote.columns`)
-    encodings: tuple[PoolEncoding, ...]  # the book's encodings of those pools (`Quote`)
+    encodings: EncodingColumns  # the book's encodings of those pools (`Quote`), as columns
     receive: bytes
     change: bytes
     token_aware: frozenset[bytes]  # the user's addresses (lockings) that may receive tokens
@@ -73,9 +73,6 @@ class Expectation:
     fee_output: TxOutput | None  # the exact router fee output, None when no fee is charged
     fee_per_kb: int
     inputs_to_sign: tuple[int, ...]
-    _encoding_columns: EncodingColumns | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     @classmethod
     def for_build(
@@ -96,9 +93,9 @@ class Expectation:
                 fee_output = TxOutput(
                     q.fee.sats, fee_locking, TokenData(hex_to_hash(q.fee.asset), q.fee.amount)
                 )
-        exp = cls(
+        return cls(
             q.columns(),
-            q.encodings,
+            q.encoding_columns(),
             request.receive.locking,
             request.change.locking,
             frozenset(d.locking for d in (request.receive, request.change) if d.token_aware),
@@ -110,16 +107,6 @@ class Expectation:
             fee_rate_per_kb(q.fee_per_byte),
             inputs_to_sign,
         )
-        object.__setattr__(exp, "_encoding_columns", q.encoding_columns())  # (the same encodings)
-        return exp
-
-    def encoding_columns(self) -> EncodingColumns:
-        """`encodings` as columns (`EncodingColumns`), made on first use."""
-        found = self._encoding_columns
-        if found is None:
-            found = EncodingColumns.of_encodings(self.encodings)
-            object.__setattr__(self, "_encoding_columns", found)
-        return found
 
     def overpay_band(self) -> int:
         """Sats the miner may get above the asked rate: a change output's dust threshold plus
@@ -371,15 +358,28 @@ def _checked(
     # Pools: input i ↔ output i, exactly the route, accepted by the contract.
     pools = (
         _templated_pools_clean(
-            cast(TemplatedTransaction, tx), source_outputs, exp.routed, exp.encoding_columns()
+            cast(TemplatedTransaction, tx), source_outputs, exp.routed, exp.encodings
         )
         if templated
         else None
     )
-    for i, (pool, encoding, sats_after, tokens_after, txin, spent, out) in enumerate(
+    encodings = exp.encodings
+    for i, (
+        pool,
+        own_pool,
+        trade_input,
+        source,
+        sats_after,
+        tokens_after,
+        txin,
+        spent,
+        out,
+    ) in enumerate(
         zip(
             routed_pools,
-            exp.encodings,
+            encodings.pool,
+            encodings.trade_input,
+            encodings.source_output,
             routed_sats,
             routed_tokens,
             tx.inputs,
@@ -388,20 +388,18 @@ def _checked(
             strict=False,
         )
     ):
-        # The input and output objects below are `encoding`'s: they stand for `pool` only
-        # when the encoding is the routed pool's.
-        if encoding.pool is not pool and encoding.pool != pool:
+        # `trade_input` and `source` are the encoding's: they stand for `pool` only when the
+        # encoding is the routed pool's.
+        if own_pool is not pool and own_pool != pool:
             add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed (another's encoding)")
             continue
         # Identity short-cuts: the pool's own immutable input and output objects hold exactly
         # the pool's outpoint, unlocking and state, so comparing values would tell the same.
-        trade_input = encoding.trade_input
         if txin is not trade_input:
             if txin.outpoint != trade_input.outpoint:
                 add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
             if txin.unlocking != trade_input.unlocking:
                 add(f"input {i} is not unlocked by the pool's trade path")
-        source = encoding.source_output
         if spent is not source and spent != source:
             add(f"input {i} is not pool {pool.txid}:{pool.vout} as routed")
         out_token, spent_token = out.token, spent.token

@@ -27,6 +27,7 @@ from bch.tx import (
 )
 from protocols.cauldron.formulas import PoolState, is_valid_pool_transition, lp_fee
 from router import gate
+from router.book import EncodingColumns
 from router.build import BuildResult, build
 from router.errors import ErrorCode, RouterError
 from router.params import BuildRequest, QuoteRequest, RouterConfig, Side, parse_build_params
@@ -454,14 +455,15 @@ def test_a_pool_spent_under_another_pools_encoding_is_caught(honest: BuildResult
     tx = honest.tx
     assert isinstance(tx, TemplatedTransaction)
     exp = _expectation(honest, PARAMS)
-    first, second = exp.encodings[:2]
+    encodings = honest.route.encodings
+    first, second = encodings[:2]
     assert first.pool.token_id == second.pool.token_id  # two legs of one hop
-    swapped = (second, first, *exp.encodings[2:])
+    swapped = (second, first, *encodings[2:])
     inputs = [e.trade_input for e in swapped] + list(tx.inputs[len(swapped) :])
     templates = [e.template for e in swapped]
     moved = TemplatedTransaction(inputs, templates, list(tx.values), list(tx.amounts), tx.rest)
     sources = (second.source_output, first.source_output, *honest.source_outputs[2:])
-    wrong = dataclasses.replace(exp, encodings=swapped)
+    wrong = dataclasses.replace(exp, encodings=EncodingColumns.of_encodings(swapped))
     pool = first.pool
     for made in (moved, _plain(moved)):
         found = gate.problems(made, sources, wrong)

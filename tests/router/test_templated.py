@@ -40,7 +40,7 @@ from bch.tx import (
 )
 from protocols.cauldron.formulas import PoolState
 from router import gate, wire
-from router.book import Encodings, PoolEncoding, encode
+from router.book import EncodingColumns, Encodings, PoolEncoding, encode
 from router.build import BuildResult, build
 from router.params import RouterConfig, parse_build_params
 from router.pools import PoolBook
@@ -165,7 +165,7 @@ def test_builds_are_templated_and_their_bytes_are_the_plain_ones(
         assert [o.encode() for o in tx.outputs] == [o.encode() for o in plain.outputs]
         assert tx.output_value() == sum(o.value for o in plain.outputs)
         assert gate._templated_pools_clean(
-            _templated(tx), result.source_outputs, exp.routed, exp.encoding_columns()
+            _templated(tx), result.source_outputs, exp.routed, exp.encodings
         )
         assert policy._templated_clean(_templated(tx), 2026) == (n, sum(tx.values))
         assert _same_verdicts(tx, result.source_outputs, exp) == []
@@ -261,9 +261,7 @@ def test_a_routed_state_no_output_holds_is_judged_the_plain_way(
     values = tuple(_bumped(tx.values, 1, MAX_SATS + 1 - tx.values[1]))
     routed = dataclasses.replace(exp, routed=(exp.routed[0], values, exp.routed[2]))
     bad = _templated(tx, values=values)
-    assert (
-        gate._templated_pools_clean(bad, sources, routed.routed, routed.encoding_columns()) is None
-    )
+    assert gate._templated_pools_clean(bad, sources, routed.routed, routed.encodings) is None
     found = _same_verdicts(bad, sources, routed)
     assert any("toolarge" in f for f in found), found
 
@@ -297,7 +295,7 @@ def test_a_template_an_input_or_a_source_not_the_pools_is_judged_the_plain_way(
     ]
     for bad, srcs, reason in cases:
         assert gate._templated_pools_clean(
-            _templated(bad), srcs, exp.routed, exp.encoding_columns()
+            _templated(bad), srcs, exp.routed, exp.encodings
         ) is None or (reason is None or reason == "must be 2 / 0")
         found = _same_verdicts(bad, srcs, exp)
         if reason is None:
@@ -360,7 +358,7 @@ def _one_pool_trade(
     tx = TemplatedTransaction(ins, [encoded.template], [after.sats], [after.tokens], rest)
     exp = gate.Expectation(
         ((encoded.pool,), (after.sats,), (after.tokens,)),
-        (encoded,),
+        EncodingColumns.of_encodings((encoded,)),
         USER.locking_bytecode,
         USER.locking_bytecode,
         frozenset({USER.locking_bytecode}),
@@ -381,7 +379,7 @@ def test_a_token_less_pool_is_not_re_created_by_a_template() -> None:
     encoded = encode(make_pool(TOKEN_A, 100_000, 0, "token-less"))
     assert encoded.source_output.token is None
     tx, sources, exp = _one_pool_trade(encoded, PoolState(101_000, 1))
-    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns()) is None
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
     found = _same_verdicts(tx, sources, exp)
     assert any("does not re-create" in f for f in found)
 
@@ -395,7 +393,7 @@ def test_a_pool_not_standard_on_its_own_is_still_caught() -> None:
     honest = encode(pool)
     assert honest.standard
     tx, sources, exp = _one_pool_trade(honest, PoolState(101_100, 1_000))
-    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns())
+    assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings)
     assert _same_verdicts(tx, sources, exp) == []
 
     not_push_only = TxInput(honest.trade_input.outpoint, b"\x76" + honest.trade_input.unlocking)
@@ -411,7 +409,7 @@ def test_a_pool_not_standard_on_its_own_is_still_caught() -> None:
         assert not standard_spend(odd.trade_input, odd.source_output, odd.template)
         odd = odd._replace(standard=False)  # as `book.encode` finds it
         tx, sources, exp = _one_pool_trade(odd, PoolState(101_100, 1_000))
-        assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encoding_columns()) is None
+        assert gate._templated_pools_clean(tx, sources, exp.routed, exp.encodings) is None
         found = _same_verdicts(tx, sources, exp)
         assert any(f"non-standard ({reason})" in f for f in found), (reason, found)
     assert any("bad-txns-nonstandard-inputs" in f for f in found)
@@ -425,7 +423,7 @@ def test_vetted_parts_are_skipped_only_where_the_checks_would_find_nothing(
     for result, exp in builds:
         tx, sources = result.tx, result.source_outputs
         assert isinstance(tx, TemplatedTransaction)
-        n = len(exp.encodings)
+        n = len(exp.encodings.pool)
         assert all(
             standard_spend(i, s, t)
             for i, s, t in zip(tx.inputs, sources, tx.templates, strict=False)
