@@ -11,9 +11,10 @@ The opposite matters on the hot path. glibc serves a block of more than its mmap
 (128 KiB at first, then the largest block freed) with a fresh mapping, and gives the top of its
 heap back on free once more than twice that is free there. A `tx.build` reply over hundreds of
 pools is a few such blocks (transaction, hex, legs, the document: ~350 kB at 352 pools), so
-every build mapped its pages anew: ~165 page faults, a third of the in-process build time on
-this kind of VM (docs/benchmarks.md). `keep_freed_pages` fixes both thresholds, so freed blocks
-are reused; `release_free_heap` still returns them when the process decides it is idle.
+with glibc's own thresholds every build maps its pages anew: ~165 page faults, a third of the
+in-process build time on this kind of VM (docs/benchmarks.md). `keep_freed_pages` fixes both
+thresholds, so freed blocks are reused; `release_free_heap` still returns them when the process
+decides it is idle.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def release_free_heap() -> bool:
 def keep_freed_pages() -> bool:
     """Fix the C allocator's thresholds (`MMAP_THRESHOLD`, `TRIM_THRESHOLD`) so large blocks
     freed by one request are reused by the next instead of being unmapped and faulted in
-    again; for a long-running server process. False where there is no `mallopt` (or glibc
-    refused a value): nothing was changed."""
+    again; for a long-running server process. False where there is no `mallopt` (nothing
+    was changed) or glibc refused a value."""
     if _MALLOPT is None:
         return False
     # mallopt answers 1 on success, 0 on error
