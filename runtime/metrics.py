@@ -10,8 +10,9 @@ summed; each gauge as its `multiprocess_mode` says). Without it, the component's
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from prometheus_client import (
@@ -23,6 +24,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 __all__ = [
@@ -66,8 +68,29 @@ def exposition(registry: CollectorRegistry) -> bytes:
     if directory is None:
         return generate_latest(registry)
     merged = CollectorRegistry()
-    MultiProcessCollector(merged, path=directory)  # type: ignore[no-untyped-call]
+    merged.register(_WrittenFiles(directory))
     return generate_latest(merged)
+
+
+class _WrittenFiles:
+    """`MultiProcessCollector` over the processes' files that hold something. A worker creates
+    its file for a kind of metric empty, then sizes it: read in between, it cannot be parsed,
+    and a scrape at that moment failed. An empty file holds no sample yet."""
+
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        files = glob.glob(os.path.join(self._directory, "*.db"))
+        written = [f for f in files if _size(f) > 0]
+        return MultiProcessCollector.merge(written, accumulate=True)  # type: ignore[no-any-return, no-untyped-call]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:  # a dead worker's file, removed since the listing
+        return 0
 
 
 def worker_exited(pid: int) -> None:
