@@ -11,10 +11,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# The router's integer loops compiled by mypyc (scripts/compile_kernels.py); without a C
+# compiler they run interpreted, and the stamp still marks the attempt made.
+KERNELS := router/kernels/.compiled
 
 .PHONY: run test lint typecheck pytest bench clean setup browser
 
-setup: $(STAMP) $(NODE_STAMP)
+setup: $(STAMP) $(NODE_STAMP) $(KERNELS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,10 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(KERNELS): $(STAMP) router/kernels/source.py scripts/compile_kernels.py
+	$(BIN)/python scripts/compile_kernels.py
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -53,7 +60,7 @@ browser:
 # One test process per core (PYTEST_WORKERS=0 runs them in this one); a file's tests stay in
 # one process, in order, so its module fixtures start once.
 PYTEST_WORKERS ?= auto
-pytest: $(STAMP) $(NODE_STAMP) browser
+pytest: $(STAMP) $(NODE_STAMP) $(KERNELS) browser
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
@@ -61,9 +68,9 @@ test: lint typecheck pytest
 run: setup
 	$(BIN)/ladle up
 
-bench: $(STAMP)
+bench: $(STAMP) $(KERNELS)
 	$(BIN)/python scripts/bench_bch.py
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis \
-		.import_linter_cache .grimp_cache
+		.import_linter_cache .grimp_cache $(KERNELS) router/kernels/_compiled*

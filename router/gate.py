@@ -42,6 +42,7 @@ from bch.tx import MAX_SATS, TemplatedTransaction, Transaction, TxInput, TxOutpu
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, PoolState, is_valid_pool_transition
 from router.book import EncodingColumns
 from router.errors import build_failed
+from router.kernels import predicate_holds
 from router.params import BuildRequest, RouterConfig, fee_rate_per_kb, miner_fee
 from router.pools import BCH, RESERVE_STEPS, Pool, pool_reserve
 from router.quotes import Quote
@@ -310,7 +311,7 @@ def _templated_pools_clean(
         tokens_out > MAX_TOKEN_AMOUNT and max(tokens_after) > MAX_TOKEN_AMOUNT
     ):
         return None  # an amount no output holds
-    if not _predicate_holds(before_sats, before_tokens, sats_after, tokens_after):
+    if not _predicate_holds(before_sats, before_tokens, tx.values, tx.amounts):  # (the same)
         return None
     return _PoolPart(pools, sum(before_sats), sum(before_tokens), sats_out, tokens_out)
 
@@ -323,13 +324,15 @@ def _predicate_holds(
 ) -> bool:
     """The contract predicate for every leg (`is_valid_pool_transition` less its range checks,
     which the caller makes): (sats − fee)·tokens ≥ sats_before·tokens_before, fee =
-    |Δsats|·3 // 1000."""
-    failing = [
-        x1
-        for x0, t0, x1, t1 in zip(before_sats, before_tokens, after_sats, after_tokens, strict=True)
-        if (x1 - abs(x1 - x0) * LP_FEE_NUM // LP_FEE_DEN) * t1 < x0 * t0
-    ]
-    return not failing
+    |Δsats|·3 // 1000. A compiled loop (`router.kernels`); `tuple` of a tuple is itself."""
+    return predicate_holds(
+        tuple(before_sats),
+        tuple(before_tokens),
+        tuple(after_sats),
+        tuple(after_tokens),
+        LP_FEE_NUM,
+        LP_FEE_DEN,
+    )
 
 
 def problems(tx: Transaction, source_outputs: Sequence[TxOutput], exp: Expectation) -> list[str]:

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from operator import truediv
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
 import orjson
 
 from bch.encoding import compact_size_len
@@ -26,6 +25,7 @@ from bch.tx import TxOutput
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, lp_fee
 from router.errors import RouterError
 from router.hop import Columns, Direction, Leg
+from router.kernels import lp_fees
 from router.pools import BCH, Pool
 
 if TYPE_CHECKING:
@@ -205,27 +205,10 @@ def legs_json_bytes(
     return text, pre, pick(map(truediv, sats, tokens))
 
 
-# An array's set-up costs more than a few legs' fees in Python; below this many, no array.
-_BY_ARRAY = 32
-# Sats moved up to this keep `lp_fee`'s product within 64 bits (every pool's: no pool holds
-# more than 21·10^14 sats).
-_FEES_IN_INT64 = (2**63 - 1) // LP_FEE_NUM
-
-
 def _lp_fees(sats_moved: Sequence[int]) -> list[int]:
-    """`lp_fee` of each leg: `moved × LP_FEE_NUM // LP_FEE_DEN` of its sats moved (≥ 0), as
-    one numpy expression when the products fit 64 bits (Python's integer division costs
-    about as much per leg as writing the leg's five numbers)."""
-    if len(sats_moved) >= _BY_ARRAY:
-        try:
-            moved = np.array(sats_moved, dtype=np.int64)
-        except OverflowError:  # above 64 bits: only the exact way below
-            pass
-        else:
-            if moved.max() <= _FEES_IN_INT64:
-                fees: list[int] = (moved * LP_FEE_NUM // LP_FEE_DEN).tolist()
-                return fees
-    return [moved * LP_FEE_NUM // LP_FEE_DEN for moved in sats_moved]
+    """`lp_fee` of each leg: `moved × LP_FEE_NUM // LP_FEE_DEN` of its sats moved (≥ 0), by
+    a compiled loop (`router.kernels`)."""
+    return lp_fees(list(sats_moved), LP_FEE_NUM, LP_FEE_DEN)
 
 
 # --- quotes ----------------------------------------------------------------------------------

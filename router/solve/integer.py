@@ -13,11 +13,10 @@ from protocols.cauldron.formulas import (
     LP_FEE_DEN,
 )
 from router.hop import Direction
+from router.kernels import buy_cheapest_tokens, buy_cheapest_units
 from router.solve.continuous import _allocation
 from router.solve.model import (
     _KEEP,
-    _KEY_POOL,
-    _KEY_SHIFT,
     IntArray,
     _input_limit,
     _LegColumns,
@@ -198,55 +197,25 @@ def _next_unit_heap(m: _Model, index: list[int], get: list[int], pay: list[int])
 
 def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
     """Exact in: while the spare input covers it, buy the whole output unit that costs least
-    (`units.heap`), updating `units.get` and `units.pay`; returns the spare left."""
+    (`units.heap`), updating `units.get` and `units.pay`; returns the spare left. A compiled
+    loop (`router.kernels`), with a buying model's purchase arithmetic inline (a 350-leg
+    order buys ~170 units here)."""
     index, get, pay, heap = units
-    # A pool's next unit replaces its bought one at the top (one sift, not a pop and a push):
-    # a pool has one entry at a time, so the keys are distinct and the order is the same.
-    pop, replace = heapq.heappop, heapq.heapreplace
-    in_for_out = m.in_for_out
-    caps = m.out_limit
-    shift, mask = _KEY_SHIFT, _KEY_POOL
     if m.direction is Direction.BUY:
-        # `in_for_out`'s purchase arithmetic inline (a 350-leg order buys ~170 units here);
-        # anything it would not answer inline goes to it.
         _, k_less, sats, t_ok, room = m.purchase_columns()
-        den, keep = LP_FEE_DEN, _KEEP
-        while heap:
-            key = heap[0]
-            cost = key >> shift
-            if cost > spare:
-                break
-            p = key & mask
-            spare -= cost
-            paid = pay[p] = pay[p] + cost
-            y = get[p] = get[p] + 1
-            i = index[p]
-            if y < caps[i]:
-                rest = t_ok[i] - y - 1  # the tokens one more unit would leave
-                if rest > 0:  # as `buy_units`
-                    more = (k_less[i] // rest - sats[i]) * den // keep + 1
-                    if more <= room[i]:
-                        replace(heap, (more - paid) << shift | p)
-                        continue
-                replace(heap, (in_for_out(i, y + 1) - paid) << shift | p)
-            else:
-                pop(heap)
-        return spare
-    while heap:
-        key = heap[0]
-        cost = key >> shift
-        if cost > spare:
-            break
-        p = key & mask
-        spare -= cost
-        paid = pay[p] = pay[p] + cost
-        y = get[p] = get[p] + 1
-        i = index[p]
-        if y < caps[i]:
-            replace(heap, (in_for_out(i, y + 1) - paid) << shift | p)
-        else:
-            pop(heap)
-    return spare
+        return buy_cheapest_tokens(
+            heap,
+            index,
+            get,
+            pay,
+            spare,
+            m.out_limit,
+            (k_less, sats, t_ok, room),
+            LP_FEE_DEN,
+            _KEEP,
+            m.in_for_out,
+        )
+    return buy_cheapest_units(heap, index, get, pay, spare, m.out_limit, m.in_for_out)
 
 
 def _place_rest(

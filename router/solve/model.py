@@ -26,6 +26,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop
+from router.kernels import KEY_SHIFT
 from router.pools import (
     Pool,
     PoolBook,
@@ -125,7 +126,7 @@ class _Units(NamedTuple):
 # The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
 # which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
 # and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
-_KEY_SHIFT = 32
+_KEY_SHIFT = KEY_SHIFT
 _KEY_POOL = (1 << _KEY_SHIFT) - 1
 
 

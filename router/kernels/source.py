@@ -1,0 +1,130 @@
+"""The router's per-leg integer loops, as plain typed functions over columns of Python
+integers: the contract predicate over a route's legs, the liquidity providers' fees, and the
+polish's cheapest-unit purchases.
+
+They are the loops a 350-leg build spends most of its interpreted time in, so `make` compiles
+this module with mypyc (`scripts/compile_kernels.py`; `router.kernels` says which runs). It
+imports nothing from the project, so mypyc compiles it on its own, and it holds only what
+mypyc compiles to native loops: integers, lists and tuples indexed by position, no closures.
+The integers stay Python integers, of any size, compiled or not; the columns' lengths are
+checked up front, since a compiled loop does not stop at the shortest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from heapq import heappop, heapreplace
+
+# The polish heap's entry is `cost << KEY_SHIFT | position` (`router.solve.model._unit_key`).
+KEY_SHIFT = 32
+_KEY_POOL = (1 << KEY_SHIFT) - 1
+
+
+def _same_lengths(n: int, *others: int) -> None:
+    for m in others:
+        if m != n:
+            raise ValueError(f"columns of {n} and {m} legs")
+
+
+def predicate_holds(
+    before_sats: tuple[int, ...],
+    before_tokens: tuple[int, ...],
+    after_sats: tuple[int, ...],
+    after_tokens: tuple[int, ...],
+    fee_num: int,
+    fee_den: int,
+) -> bool:
+    """The contract predicate for every leg: (sats − fee)·tokens ≥ sats_before·tokens_before,
+    fee = |Δsats|·fee_num // fee_den (`protocols.cauldron.formulas.is_valid_pool_transition`
+    less its range checks)."""
+    n = len(after_sats)
+    _same_lengths(n, len(before_sats), len(before_tokens), len(after_tokens))
+    for j in range(n):
+        x0 = before_sats[j]
+        x1 = after_sats[j]
+        moved = x1 - x0 if x1 >= x0 else x0 - x1
+        if (x1 - moved * fee_num // fee_den) * after_tokens[j] < x0 * before_tokens[j]:
+            return False
+    return True
+
+
+def lp_fees(sats_moved: list[int], fee_num: int, fee_den: int) -> list[int]:
+    """Each leg's liquidity providers' fee, `moved·fee_num // fee_den` of its sats moved."""
+    return [moved * fee_num // fee_den for moved in sats_moved]
+
+
+def buy_cheapest_units(
+    heap: list[int],
+    index: list[int],
+    get: list[int],
+    pay: list[int],
+    spare: int,
+    caps: list[int],
+    in_for_out: Callable[[int, int], int],
+) -> int:
+    """While the spare input covers it, buy the whole output unit that costs least: pop it
+    from `heap` (entries `cost << KEY_SHIFT | position`), add it to `get` and its cost to
+    `pay` at its position, and put that pool's next unit in its place (`in_for_out(pool,
+    units)`: what `units` cost the model's pool `pool`) while the pool's cap allows one.
+    `index` maps positions to model indices; returns the spare left."""
+    while heap:
+        key = heap[0]
+        cost = key >> KEY_SHIFT
+        if cost > spare:
+            break
+        p = key & _KEY_POOL
+        spare -= cost
+        paid = pay[p] + cost
+        pay[p] = paid
+        y = get[p] + 1
+        get[p] = y
+        i = index[p]
+        if y < caps[i]:
+            # A pool has one entry at a time, so the keys stay distinct: one sift in place
+            # of a pop and a push, the same order.
+            heapreplace(heap, (in_for_out(i, y + 1) - paid) << KEY_SHIFT | p)
+        else:
+            heappop(heap)
+    return spare
+
+
+def buy_cheapest_tokens(
+    heap: list[int],
+    index: list[int],
+    get: list[int],
+    pay: list[int],
+    spare: int,
+    caps: list[int],
+    purchase: tuple[list[int], list[int], list[int], list[int]],
+    fee_den: int,
+    keep: int,
+    in_for_out: Callable[[int, int], int],
+) -> int:
+    """`buy_cheapest_units` for a model that buys tokens with sats, with its purchase
+    arithmetic inline: `purchase` is the model's (k − 1, sats, tradable tokens, sats room)
+    per pool (`router.solve.model._purchase_columns`); a unit it cannot price inline (near
+    a pool's limits) goes to `in_for_out`, as does every unit in `buy_cheapest_units`."""
+    k_less, sats, t_ok, room = purchase
+    while heap:
+        key = heap[0]
+        cost = key >> KEY_SHIFT
+        if cost > spare:
+            break
+        p = key & _KEY_POOL
+        spare -= cost
+        paid = pay[p] + cost
+        pay[p] = paid
+        y = get[p] + 1
+        get[p] = y
+        i = index[p]
+        if y < caps[i]:
+            rest = t_ok[i] - y - 1  # the tokens one more unit would leave
+            more = room[i] + 1
+            if rest > 0:
+                more = (k_less[i] // rest - sats[i]) * fee_den // keep + 1
+            if more > room[i]:
+                more = in_for_out(i, y + 1)
+            heapreplace(heap, (more - paid) << KEY_SHIFT | p)
+        else:
+            heappop(heap)
+    return spare

@@ -1,0 +1,157 @@
+"""`router.kernels`: the compiled loops are the source's, run where they can be, and never
+when they were made from another version of the source."""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import shutil
+import sysconfig
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import router.kernels as kernels
+from router.kernels import source
+
+# Integers either side of a compiled loop's machine words (63-bit tagged, 64-bit).
+_WIDE = st.one_of(
+    st.integers(0, 10**16),
+    st.integers(2**62 - 3, 2**62 + 3),
+    st.integers(2**63 - 3, 2**63 + 3),
+    st.integers(0, 2**80),
+)
+
+
+def _compiler() -> str | None:
+    return shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0])
+
+
+def _compiled_module() -> object:
+    if not kernels.COMPILED:
+        pytest.skip("the kernels run interpreted here: nothing compiled to compare")
+    return importlib.import_module(kernels.COMPILED_MODULE)
+
+
+def test_the_kernels_run_compiled_where_a_compiler_is() -> None:
+    if _compiler() is None:
+        pytest.skip("no C compiler on this machine: the kernels run interpreted")
+    assert kernels.COMPILED, "run `make` (scripts/compile_kernels.py) to compile them"
+    assert kernels.predicate_holds is not source.predicate_holds
+
+
+def test_a_module_made_from_another_source_is_not_used() -> None:
+    assert kernels.made_from_source(SimpleNamespace(SOURCE_DIGEST=kernels.source_digest()))
+    assert not kernels.made_from_source(SimpleNamespace(SOURCE_DIGEST="0" * 64))
+    assert not kernels.made_from_source(SimpleNamespace())
+    if kernels.COMPILED:
+        assert kernels.made_from_source(importlib.import_module(kernels.COMPILED_MODULE))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_WIDE, _WIDE, _WIDE, _WIDE), max_size=12))
+def test_the_compiled_predicate_is_the_source(legs: list[tuple[int, int, int, int]]) -> None:
+    compiled = _compiled_module()
+    # All the legs at once, and each on its own (the loop stops at the first failing leg).
+    for rows in [legs, *([leg] for leg in legs)]:
+        x0, t0, x1, t1 = (tuple(row[k] for row in rows) for k in range(4))
+        expected = source.predicate_holds(x0, t0, x1, t1, 3, 1000)
+        assert compiled.predicate_holds(x0, t0, x1, t1, 3, 1000) == expected  # type: ignore[attr-defined]
+
+
+def test_columns_of_other_lengths_are_refused() -> None:
+    for module in {source, kernels}:
+        with pytest.raises(ValueError, match="columns"):
+            module.predicate_holds((1, 2), (1, 2), (1,), (1, 2), 3, 1000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_WIDE, max_size=40))
+def test_the_compiled_fees_are_the_source(moved: list[int]) -> None:
+    compiled = _compiled_module()
+    assert compiled.lp_fees(moved, 3, 1000) == source.lp_fees(moved, 3, 1000)  # type: ignore[attr-defined]
+
+
+def _convex(i: int, y: int) -> int:
+    """What `y` units cost pool `i` (strictly convex, so each next unit costs more)."""
+    return (i + 1) * y * y + 3 * y
+
+
+@st.composite
+def _purchases(draw: st.DrawFn) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+    n = draw(st.integers(1, 12))
+    index = sorted(draw(st.sets(st.integers(0, 30), min_size=n, max_size=n)))
+    get = [draw(st.integers(0, 5)) for _ in index]
+    caps = [draw(st.integers(1, 9)) for _ in range(31)]
+    get = [min(y, caps[i] - 1) for y, i in zip(get, index, strict=True)]
+    pay = [_convex(i, y) for i, y in zip(index, get, strict=True)]
+    heap = [
+        (_convex(i, y + 1) - paid) << source.KEY_SHIFT | p
+        for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
+    ]
+    heapq.heapify(heap)
+    return heap, index, get, pay, caps
+
+
+@settings(max_examples=200, deadline=None)
+@given(_purchases(), st.integers(0, 3_000))
+def test_the_compiled_polish_is_the_source(
+    made: tuple[list[int], list[int], list[int], list[int], list[int]], spare: int
+) -> None:
+    compiled = _compiled_module()
+    outcomes = []
+    for module in (source, compiled):
+        heap, index, get, pay, caps = (list(column) for column in made)
+        left = module.buy_cheapest_units(heap, index, get, pay, spare, caps, _convex)  # type: ignore[attr-defined]
+        outcomes.append((left, heap, get, pay))
+    assert outcomes[0] == outcomes[1]
+    left, heap, get, pay = outcomes[0]
+    # What it bought is what the costs say: every unit paid for, the next one unaffordable.
+    assert sum(pay) + left == sum(made[3]) + spare
+    assert not heap or heap[0] >> source.KEY_SHIFT > left
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(706, 10**12), st.integers(2, 10**9)), min_size=1, max_size=10),
+    st.integers(0, 2_000),  # (each unit costs ≥ 1 sat: at most this many bought)
+    st.lists(st.integers(1, 50), min_size=10, max_size=10),
+)
+def test_the_compiled_token_polish_is_the_source(
+    states: list[tuple[int, int]], spare: int, units: list[int]
+) -> None:
+    """The buying form, with its purchase arithmetic inline, against the source on pools'
+    states (and `in_for_out` for what it does not price inline)."""
+    compiled = _compiled_module()
+    sats = [x for x, _ in states]
+    tokens = [t for _, t in states]
+    purchase = ([x * t - 1 for x, t in states], sats, tokens, [2**62 - x for x in sats])
+    caps = [t - 1 for t in tokens]
+
+    def in_for_out(i: int, y: int) -> int:
+        missing = -(-(sats[i] * tokens[i]) // (tokens[i] - y)) - sats[i]
+        return (1000 * (missing - 1)) // 997 + 1
+
+    index = list(range(len(states)))
+    get = [min(y, cap) for y, cap in zip(units, caps, strict=False)]
+    pay = [in_for_out(i, y) for i, y in zip(index, get, strict=True)]
+    heap = [
+        (in_for_out(i, y + 1) - paid) << source.KEY_SHIFT | i
+        for i, y, paid in zip(index, get, pay, strict=True)
+        if y < caps[i]
+    ]
+    heapq.heapify(heap)
+    outcomes = []
+    for module in (source, compiled):
+        h, g, p = list(heap), list(get), list(pay)
+        left = module.buy_cheapest_tokens(  # type: ignore[attr-defined]
+            h, index, g, p, spare, caps, purchase, 1000, 997, in_for_out
+        )
+        outcomes.append((left, h, g, p))
+    assert outcomes[0] == outcomes[1]
+    # Inline or not, each pool paid exactly what `in_for_out` says its units cost.
+    left, _, g, p = outcomes[0]
+    assert p == [in_for_out(i, y) for i, y in zip(index, g, strict=True)]
+    assert sum(p) + left == sum(pay) + spare
