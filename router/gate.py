@@ -311,7 +311,8 @@ def _templated_pools_clean(
         tokens_out > MAX_TOKEN_AMOUNT and max(tokens_after) > MAX_TOKEN_AMOUNT
     ):
         return None  # an amount no output holds
-    if not _predicate_holds(before_sats, before_tokens, tx.values, tx.amounts):  # (the same)
+    # (`tx.values` and `tx.amounts` are the states after, as tuples: checked equal above.)
+    if not _predicate_holds(before_sats, before_tokens, tx.values, tx.amounts):
         return None
     return _PoolPart(pools, sum(before_sats), sum(before_tokens), sats_out, tokens_out)
 

@@ -19,6 +19,7 @@ from indexer.follow.source import ChainSource
 from indexer.network import network_prefix
 from indexer.service import IndexerConfig, ready_info, ready_lines, run_indexer
 from indexer.snapshot import PoolSnapshot
+from router import kernels
 from router.book import LiveBook
 from router.daemon import DaemonConfig, HeardSource, RouterDaemon
 from router.params import DEFAULT_PORT, RouterConfig
@@ -77,7 +78,12 @@ async def start_router(
     settle_memory()
     server = await daemon.serve(host, port)
     bound = next(iter(server.sockets)).getsockname()[1]
-    log.info("router listening on ws://%s:%d", host, bound)
+    log.info(
+        "router listening on ws://%s:%d (integer loops %s)",
+        host,
+        bound,
+        "compiled" if kernels.COMPILED else "interpreted: run make to compile them",
+    )
     return RouterServer(daemon, server, host, int(bound))
 
 

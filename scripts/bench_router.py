@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import platform
 import resource
@@ -49,7 +50,7 @@ from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
-from router import wire
+from router import kernels, wire
 from router.book import LiveBook
 from router.build import build
 from router.daemon import DaemonConfig
@@ -270,7 +271,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     server = await start_router(snap, config, "127.0.0.1", 0, limits)
     print(f"router up (book + models built) in {time.perf_counter() - t0:.2f} s")
-    report: dict[str, Any] = {"machine": platform.platform(), "python": sys.version.split()[0]}
+    report: dict[str, Any] = {
+        "machine": platform.platform(),
+        "python": sys.version.split()[0],
+        "kernels": _kernels(),
+    }
     async with connect(server.url, max_size=None) as ws:
         rpc = Rpc(ws)
         ping, _ = await timed(rpc, "ping", None, args.requests)
@@ -386,18 +391,30 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
         f"{r['legs']} pools {r['build_inprocess_p50']:.3f} ms" for r in rows))  # fmt: skip
     print("page faults per build: " + ", ".join(
         f"{r['legs']} pools {r['page_faults_per_build']:.1f}" for r in rows))  # fmt: skip
-    return {"machine": platform.platform(), "inprocess": rows}
+    print(f"kernels: {_kernels()}")
+    return {"machine": platform.platform(), "kernels": _kernels(), "inprocess": rows}
+
+
+def _kernels() -> str:
+    """Whether the router's integer loops ran compiled (`make`) or interpreted."""
+    return "compiled" if kernels.COMPILED else "interpreted"
 
 
 def repeat_build(legs: int, times: int) -> None:
     """The in-process `tx.build` of the order touching about `legs` pools, `times` times after
     20 warm-up builds, on the 2,000-pool token alone (the orders touch no other), printing
-    nothing: for a counter outside the process, such as valgrind's instruction count (per
-    build: the difference of two runs over the difference of their `times`)."""
+    nothing: for a counter outside the process, such as valgrind's instruction count. The
+    `times` builds run inside one call of a C function pointer (`ffi_call`), so callgrind's
+    `--collect-atstart=no --toggle-collect=ffi_call` counts them and nothing else."""
     book, config, pools_for = _inprocess_setup(make_snapshot(2000, 0))
     params = order(_amount_touching(pools_for, legs))
-    for _ in range(20 + times):
-        wire.build_bytes(build(book, parse_build_params(params, config), config))
+
+    def builds(n: int) -> None:
+        for _ in range(n):
+            wire.build_bytes(build(book, parse_build_params(params, config), config))
+
+    builds(20)
+    ctypes.CFUNCTYPE(None)(lambda: builds(times))()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from router.kernels import source
 __all__ = [
     "COMPILED",
     "KEY_SHIFT",
-    "buy_cheapest_tokens",
     "buy_cheapest_units",
     "lp_fees",
     "made_from_source",
@@ -59,4 +58,3 @@ KEY_SHIFT = source.KEY_SHIFT
 predicate_holds = _chosen.predicate_holds
 lp_fees = _chosen.lp_fees
 buy_cheapest_units = _chosen.buy_cheapest_units
-buy_cheapest_tokens = _chosen.buy_cheapest_tokens

@@ -53,6 +53,11 @@ def lp_fees(sats_moved: list[int], fee_num: int, fee_den: int) -> list[int]:
     return [moved * fee_num // fee_den for moved in sats_moved]
 
 
+# A buying model's purchase columns per pool: k − 1, sats, tradable tokens, sats room
+# (`router.solve.model._purchase_columns`).
+Purchase = tuple[list[int], list[int], list[int], list[int]]
+
+
 def buy_cheapest_units(
     heap: list[int],
     index: list[int],
@@ -61,12 +66,21 @@ def buy_cheapest_units(
     spare: int,
     caps: list[int],
     in_for_out: Callable[[int, int], int],
+    purchase: Purchase | None = None,
+    fee_den: int = 1,
+    keep: int = 1,
 ) -> int:
     """While the spare input covers it, buy the whole output unit that costs least: pop it
     from `heap` (entries `cost << KEY_SHIFT | position`), add it to `get` and its cost to
     `pay` at its position, and put that pool's next unit in its place (`in_for_out(pool,
     units)`: what `units` cost the model's pool `pool`) while the pool's cap allows one.
-    `index` maps positions to model indices; returns the spare left."""
+    `index` maps positions to model indices; returns the spare left.
+
+    A model that buys tokens with sats passes its `purchase` columns and fee (`fee_den`, and
+    `keep` of every `fee_den` sats paid in): the next unit is then priced inline, as
+    `in_for_out` prices it, except near a pool's limits."""
+    inline = purchase is not None
+    k_less, sats, t_ok, room = purchase if purchase is not None else ([], [], [], [])
     while heap:
         key = heap[0]
         cost = key >> KEY_SHIFT
@@ -80,50 +94,17 @@ def buy_cheapest_units(
         get[p] = y
         i = index[p]
         if y < caps[i]:
+            more = 0
+            priced = False
+            if inline:
+                rest = t_ok[i] - y - 1  # the tokens one more unit would leave
+                if rest > 0:
+                    more = (k_less[i] // rest - sats[i]) * fee_den // keep + 1
+                    priced = more <= room[i]
+            if not priced:
+                more = in_for_out(i, y + 1)
             # A pool has one entry at a time, so the keys stay distinct: one sift in place
             # of a pop and a push, the same order.
-            heapreplace(heap, (in_for_out(i, y + 1) - paid) << KEY_SHIFT | p)
-        else:
-            heappop(heap)
-    return spare
-
-
-def buy_cheapest_tokens(
-    heap: list[int],
-    index: list[int],
-    get: list[int],
-    pay: list[int],
-    spare: int,
-    caps: list[int],
-    purchase: tuple[list[int], list[int], list[int], list[int]],
-    fee_den: int,
-    keep: int,
-    in_for_out: Callable[[int, int], int],
-) -> int:
-    """`buy_cheapest_units` for a model that buys tokens with sats, with its purchase
-    arithmetic inline: `purchase` is the model's (k − 1, sats, tradable tokens, sats room)
-    per pool (`router.solve.model._purchase_columns`); a unit it cannot price inline (near
-    a pool's limits) goes to `in_for_out`, as does every unit in `buy_cheapest_units`."""
-    k_less, sats, t_ok, room = purchase
-    while heap:
-        key = heap[0]
-        cost = key >> KEY_SHIFT
-        if cost > spare:
-            break
-        p = key & _KEY_POOL
-        spare -= cost
-        paid = pay[p] + cost
-        pay[p] = paid
-        y = get[p] + 1
-        get[p] = y
-        i = index[p]
-        if y < caps[i]:
-            rest = t_ok[i] - y - 1  # the tokens one more unit would leave
-            more = room[i] + 1
-            if rest > 0:
-                more = (k_less[i] // rest - sats[i]) * fee_den // keep + 1
-            if more > room[i]:
-                more = in_for_out(i, y + 1)
             heapreplace(heap, (more - paid) << KEY_SHIFT | p)
         else:
             heappop(heap)

@@ -13,7 +13,7 @@ from protocols.cauldron.formulas import (
     LP_FEE_DEN,
 )
 from router.hop import Direction
-from router.kernels import buy_cheapest_tokens, buy_cheapest_units
+from router.kernels import buy_cheapest_units
 from router.solve.continuous import _allocation
 from router.solve.model import (
     _KEEP,
@@ -203,17 +203,17 @@ def _buy_cheapest_units(m: _Model, units: _Units, spare: int) -> int:
     index, get, pay, heap = units
     if m.direction is Direction.BUY:
         _, k_less, sats, t_ok, room = m.purchase_columns()
-        return buy_cheapest_tokens(
+        return buy_cheapest_units(
             heap,
             index,
             get,
             pay,
             spare,
             m.out_limit,
+            m.in_for_out,
             (k_less, sats, t_ok, room),
             LP_FEE_DEN,
             _KEEP,
-            m.in_for_out,
         )
     return buy_cheapest_units(heap, index, get, pay, spare, m.out_limit, m.in_for_out)
 

@@ -229,7 +229,6 @@ SURFACES: dict[str, list[str] | None] = {
     "router.kernels": [
         "COMPILED",
         "KEY_SHIFT",
-        "buy_cheapest_tokens",
         "buy_cheapest_units",
         "lp_fees",
         "made_from_source",

@@ -146,8 +146,8 @@ def test_the_compiled_token_polish_is_the_source(
     outcomes = []
     for module in (source, compiled):
         h, g, p = list(heap), list(get), list(pay)
-        left = module.buy_cheapest_tokens(  # type: ignore[attr-defined]
-            h, index, g, p, spare, caps, purchase, 1000, 997, in_for_out
+        left = module.buy_cheapest_units(  # type: ignore[attr-defined]
+            h, index, g, p, spare, caps, in_for_out, purchase, 1000, 997
         )
         outcomes.append((left, h, g, p))
     assert outcomes[0] == outcomes[1]
