@@ -127,7 +127,6 @@ class _Units(NamedTuple):
 # which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
 # and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
 _KEY_SHIFT = KEY_SHIFT
-_KEY_POOL = (1 << _KEY_SHIFT) - 1
 
 
 def _unit_key(cost: int, i: int) -> int:
