@@ -133,9 +133,8 @@ class Encodings:
 
     def of_hops(self, hops: Sequence[Hop]) -> tuple[PoolEncoding, ...]:
         """Each hop's pools' encodings, in order: by the legs' model positions where the hop
-        has them (`Hop.aligned`: one take, not a lookup per pool), kept there once made."""
-        if len(hops) == 1 and hops[0].aligned() is None:
-            return self.of(hops[0].columns()[0])  # (one hop, few legs: the common case)
+        has them (`Hop.aligned`: a list index, not a dict lookup per pool), kept there once
+        made."""
         found: list[PoolEncoding] = []
         for hop in hops:
             aligned = hop.aligned()
@@ -143,10 +142,10 @@ class Encodings:
                 found.extend(self.of(hop.columns()[0]))
                 continue
             table, positions = aligned
-            taken = table.take(positions).tolist()
-            if None in taken:
+            taken = list(map(table.__getitem__, positions))
+            if not all(taken):  # (an encoding is a non-empty tuple: None is the only falsy)
                 taken = list(self.of(hop.columns()[0]))
-                for position, encoding in zip(positions.tolist(), taken, strict=True):
+                for position, encoding in zip(positions, taken, strict=True):
                     table[position] = encoding
             found.extend(taken)
         return tuple(found)

@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from operator import attrgetter
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any
 
 from bch.token import MAX_TOKEN_AMOUNT
 from protocols.cauldron.formulas import (
@@ -58,8 +56,8 @@ class Leg:
 
 # A hop's legs as columns: the pools, their sats after the trade, their tokens after it.
 Columns = tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...]]
-# A table aligned with a route model's pools (an object array) and the legs' positions in it.
-Aligned = tuple[npt.NDArray[np.object_], npt.NDArray[np.int64]]
+# A table aligned with a route model's pools (`_Model.pool_table`) and the legs' positions in it.
+Aligned = tuple[list[Any], Sequence[int]]
 
 
 class Hop:
@@ -157,7 +155,7 @@ class Hop:
 
     def aligned(self) -> Aligned | None:
         """The route model's per-pool table and the legs' positions in it, when the route
-        made this hop from arrays (`_Model.pool_table`)."""
+        made this hop (`_Model.pool_table`)."""
         return self._aligned
 
     def columns(self) -> Columns:

@@ -22,6 +22,8 @@ __all__ = [
     "COMPILED",
     "KEY_SHIFT",
     "buy_cheapest_units",
+    "count_above",
+    "legs_after",
     "lp_fees",
     "made_from_source",
     "predicate_holds",
@@ -59,3 +61,5 @@ KEY_SHIFT = source.KEY_SHIFT
 predicate_holds = _chosen.predicate_holds
 lp_fees = _chosen.lp_fees
 buy_cheapest_units = _chosen.buy_cheapest_units
+legs_after = _chosen.legs_after
+count_above = _chosen.count_above

@@ -109,3 +109,38 @@ def buy_cheapest_units(
         else:
             heappop(heap)
     return spare
+
+
+def legs_after(
+    indices: list[int],
+    paid: list[int],
+    got: list[int],
+    sats: list[int],
+    tokens: list[int],
+    buying: bool,
+) -> tuple[list[int], list[int]]:
+    """The legs' pools' sats and tokens after the trade: leg j trades with the pool at
+    `indices[j]` of the columns `sats`, `tokens`, paying it `paid[j]` and taking `got[j]`
+    (sats in and tokens out buying, tokens in and sats out selling)."""
+    n = len(indices)
+    _same_lengths(n, len(paid), len(got))
+    sats_after: list[int] = []
+    tokens_after: list[int] = []
+    for j in range(n):
+        i = indices[j]
+        if buying:
+            sats_after.append(sats[i] + paid[j])
+            tokens_after.append(tokens[i] - got[j])
+        else:
+            sats_after.append(sats[i] - got[j])
+            tokens_after.append(tokens[i] + paid[j])
+    return sats_after, tokens_after
+
+
+def count_above(values: list[int], top: int) -> int:
+    """How many of `values` exceed `top`."""
+    found = 0
+    for value in values:
+        if value > top:
+            found += 1
+    return found

@@ -8,9 +8,7 @@ import heapq
 import math
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
-from operator import add, gt, sub
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +24,7 @@ from protocols.cauldron.formulas import (
     sell_tokens_exact_out,
 )
 from router.hop import _TRADE_BY_WIDTH, _WIDTH_STEPS, Direction, Hop
-from router.kernels import KEY_SHIFT
+from router.kernels import KEY_SHIFT, count_above, legs_after
 from router.pools import (
     Pool,
     PoolBook,
@@ -39,7 +37,6 @@ from router.solve.continuous import _entry_points, _Plan
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-ObjectArray = npt.NDArray[np.object_]
 
 GAMMA = 997 / 1000
 _KEEP = LP_FEE_DEN - LP_FEE_NUM  # of every 1,000 sats paid in, what the pool keeps
@@ -137,9 +134,6 @@ def _unit_key(cost: int, i: int) -> int:
 # the arrays' fixed cost exceeds the Python loop's: scripts/bench_router.py's 100- and
 # 350-pool orders).
 _ARRAY_MEMBERS = 160
-# `hop` gathers its columns through numpy from this many legs on (below it the arrays' fixed
-# cost exceeds the Python passes').
-_ARRAY_LEGS = 24
 # Below this the inline purchase arithmetic stays within int64: (k − 1) // d − x < 2^53, and
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
@@ -219,7 +213,6 @@ class _Model:
         "_plans",
         "_pool_table",
         "_position",
-        "_reserve_arrays",
         "_reserves",
         "a",
         "b",
@@ -271,8 +264,7 @@ class _Model:
         self._position: dict[tuple[str, int], int] | None = None
         self._depth_max: list[int] | None = None
         self._reserves: tuple[list[int], list[int]] | None = None
-        self._reserve_arrays: tuple[ObjectArray, IntArray, IntArray] | None = None
-        self._pool_table: ObjectArray | None = None
+        self._pool_table: list[Any] | None = None
         self._buy_cols: _PurchaseColumns | None = None
         self._buy_arrays: tuple[_PurchaseArrays | None] | None = None  # made once
 
@@ -319,28 +311,13 @@ class _Model:
             )
         return found
 
-    def reserve_arrays(self) -> tuple[ObjectArray, IntArray, IntArray]:
-        """The pools, their sats and their tokens as arrays (`hop` gathers legs from them),
-        made once per model; tokens reach 2^63 − 1, which int64 holds."""
-        found = self._reserve_arrays
-        if found is None:
-            sats, tokens = self.reserves()
-            pools = np.empty(len(self.pools), dtype=object)
-            pools[:] = self.pools
-            found = self._reserve_arrays = (
-                pools,
-                np.array(sats, dtype=np.int64),
-                np.array(tokens, dtype=np.int64),
-            )
-        return found
-
-    def pool_table(self) -> ObjectArray:
-        """An object array aligned with the pools, None until a caller fills an entry: what a
-        caller keeps per pool of this model (the book's encodings, `Encodings.of_hops`), read
-        by the legs' positions (`Hop.aligned`)."""
+    def pool_table(self) -> list[Any]:
+        """A list aligned with the pools, None until a caller fills an entry: what a caller
+        keeps per pool of this model (the book's encodings, `Encodings.of_hops`), read by
+        the legs' positions (`Hop.aligned`)."""
         found = self._pool_table
         if found is None:
-            found = self._pool_table = np.full(len(self.pools), None, dtype=object)
+            found = self._pool_table = [None] * len(self.pools)
         return found
 
     def position(self, key: tuple[str, int]) -> int | None:
@@ -578,84 +555,22 @@ class _Model:
 
     def hop(self, token_id: str, chosen: _LegColumns) -> Hop:
         """The `Hop` of a solution (`_LegColumns`) as columns (pools, sats after, tokens
-        after), with its totals and pool bytes: the `Leg` objects are made only if something
-        asks (`Hop.legs`); `tests/router/test_fast_paths.py` holds them equal to
-        `reference.plain_leg`'s. From `_ARRAY_LEGS` legs on the columns go through numpy."""
-        indices, xs, ys = chosen
-        made = self._hop_arrays(chosen) if len(indices) >= _ARRAY_LEGS else None
-        aligned = None
-        if made is not None:
-            pools, sats, tokens, size, positions = made
-            aligned = (self.pool_table(), positions)
-        else:
-            pools = tuple(map(self.pools.__getitem__, indices))
-            sats_of, tokens_of = self.reserves()
-            sats_before = map(sats_of.__getitem__, indices)
-            tokens_before = map(tokens_of.__getitem__, indices)
-            if self.direction is Direction.BUY:
-                sats = tuple(map(add, sats_before, xs))
-                tokens = tuple(map(sub, tokens_before, ys))
-            else:
-                sats = tuple(map(sub, sats_before, ys))
-                tokens = tuple(map(add, tokens_before, xs))
-            # The narrowest width's size for every leg, plus each step up for the legs past
-            # it (all of them, when even the least is: a token's pools are often alike).
-            size = len(tokens) * _TRADE_BY_WIDTH[0]
-            least, most = min(tokens, default=0), max(tokens, default=0)
-            for top, step in _WIDTH_STEPS:
-                if most <= top:
-                    break
-                size += step * (len(tokens) if least > top else sum(map(gt, tokens, repeat(top))))
+        after), with its totals and pool bytes, by compiled loops (`router.kernels`): the
+        `Leg` objects are made only if something asks (`Hop.legs`);
+        `tests/router/test_fast_paths.py` holds them equal to `reference.plain_leg`'s. The
+        legs' model indices come with it (`Hop.aligned`)."""
+        indices, xs, ys = list(chosen[0]), list(chosen[1]), list(chosen[2])
+        sats_of, tokens_of = self.reserves()
+        buying = self.direction is Direction.BUY
+        sats, tokens = legs_after(indices, xs, ys, sats_of, tokens_of, buying)
         return Hop.of_columns(
             token_id,
             self.direction,
-            (pools, sats, tokens),
+            (tuple(map(self.pools.__getitem__, indices)), tuple(sats), tuple(tokens)),
             (sum(xs), sum(ys)),
-            size,
+            _pool_bytes(tokens),
             (xs, ys),
-            aligned=aligned,
-        )
-
-    def _hop_arrays(
-        self, chosen: _LegColumns
-    ) -> tuple[tuple[Pool, ...], tuple[int, ...], tuple[int, ...], int, IntArray] | None:
-        """`hop`'s columns and pool bytes through numpy gathers, and the legs' positions as an
-        array; None when an amount does not fit 64 bits (then `hop` adds Python integers)."""
-        indices, xs, ys = chosen
-        pools, sats_of, tokens_of = self.reserve_arrays()
-        idx = np.fromiter(indices, np.int64, len(indices))
-        try:
-            paid = np.fromiter(xs, np.int64, len(xs))
-            got = np.fromiter(ys, np.int64, len(ys))
-        except OverflowError:
-            return None
-        sats, tokens = sats_of.take(idx), tokens_of.take(idx)
-        # Amounts ≥ 0 and the input within what its side may hold (as the formulas make
-        # them) keep every sum within int64: reserves are ≤ 2^63 − 1 and ≥ 0.
-        if paid.min() < 0 or got.min() < 0:
-            return None
-        if self.direction is Direction.BUY:
-            if paid.max() > MAX_SATS:
-                return None
-            sats += paid
-            tokens -= got
-        else:
-            if np.any(paid > MAX_TOKEN_AMOUNT - tokens):
-                return None
-            sats -= got
-            tokens += paid
-        size = len(tokens) * _TRADE_BY_WIDTH[0]
-        for top, step in _WIDTH_STEPS:  # (as `hop`: each step up for the legs past it)
-            wider = int(np.count_nonzero(tokens > top))
-            if not wider:
-                break
-            size += step * wider
-        return (
-            tuple(pools.take(idx).tolist()),
-            tuple(sats.tolist()),
-            tuple(tokens.tolist()),
-            size,
-            idx,
+            aligned=(self.pool_table(), indices),
         )
 
     def rate_at_in(self, i: int, x: int) -> float:
@@ -672,6 +587,18 @@ class _Model:
         if self.direction is Direction.BUY:
             return GAMMA * (pool.tokens - y) ** 2 / k
         return PHI * (pool.sats - y / PHI) ** 2 / k
+
+
+def _pool_bytes(tokens: list[int]) -> int:
+    """The bytes of legs leaving their pools these tokens: the narrowest width's size for
+    every leg, plus each step up for the legs past it."""
+    size = len(tokens) * _TRADE_BY_WIDTH[0]
+    for top, step in _WIDTH_STEPS:
+        wider = count_above(tokens, top)
+        if not wider:
+            break
+        size += step * wider
+    return size
 
 
 def _model_key(token_id: str, direction: Direction) -> tuple[str, str, Direction]:

@@ -230,6 +230,8 @@ SURFACES: dict[str, list[str] | None] = {
         "COMPILED",
         "KEY_SHIFT",
         "buy_cheapest_units",
+        "count_above",
+        "legs_after",
         "lp_fees",
         "made_from_source",
         "predicate_holds",

@@ -65,6 +65,39 @@ def test_columns_of_other_lengths_are_refused() -> None:
     for module in {source, kernels}:
         with pytest.raises(ValueError, match="columns"):
             module.predicate_holds((1, 2), (1, 2), (1,), (1, 2), 3, 1000)
+        with pytest.raises(ValueError, match="columns"):
+            module.legs_after([0, 1], [5], [5, 6], [10, 20], [30, 40], True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_WIDE, _WIDE), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), _WIDE, _WIDE), max_size=20),
+    st.booleans(),
+)
+def test_the_compiled_legs_after_are_the_source(
+    pools: list[tuple[int, int]], legs: list[tuple[int, int, int]], buying: bool
+) -> None:
+    compiled = _compiled_module()
+    sats, tokens = [x for x, _ in pools], [t for _, t in pools]
+    legs = [(i % len(pools), paid, got) for i, paid, got in legs]
+    indices, paid, got = ([leg[k] for leg in legs] for k in range(3))
+    expected = source.legs_after(indices, paid, got, sats, tokens, buying)
+    assert compiled.legs_after(indices, paid, got, sats, tokens, buying) == expected  # type: ignore[attr-defined]
+    # What the legs say, pool by pool: sats in and tokens out buying, the other way selling.
+    after = [
+        (sats[i] + p, tokens[i] - g) if buying else (sats[i] - g, tokens[i] + p) for i, p, g in legs
+    ]
+    assert list(zip(*expected, strict=True)) == after
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_WIDE, max_size=40), _WIDE)
+def test_the_compiled_count_above_is_the_source(values: list[int], top: int) -> None:
+    compiled = _compiled_module()
+    expected = source.count_above(values, top)
+    assert compiled.count_above(values, top) == expected  # type: ignore[attr-defined]
+    assert expected == len([v for v in values if v > top])
 
 
 @settings(max_examples=200, deadline=None)
