@@ -1,6 +1,6 @@
 """The router's per-leg integer loops, as plain typed functions over columns of Python
-integers: the contract predicate over a route's legs, the liquidity providers' fees, and the
-polish's cheapest-unit purchases.
+integers: the contract predicate over a route's legs, the liquidity providers' fees, the
+polish's cheapest-unit purchases, and a hop's pool states after the trade.
 
 They are the loops a 350-leg build spends most of its interpreted time in, so `make` compiles
 this module with mypyc (`scripts/compile_kernels.py`; `router.kernels` says which runs). It
