@@ -11,8 +11,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
-# The router's integer loops compiled by mypyc (scripts/compile_kernels.py); without a C
-# compiler they run interpreted, and the stamp still marks the attempt made.
+# The kernels (`bch`'s output bytes, the router's integer loops) compiled by mypyc
+# (scripts/compile_kernels.py); without a C compiler they run interpreted, and the stamp still
+# marks the attempt made.
 KERNELS := router/kernels/.compiled
 
 .PHONY: run test lint typecheck pytest bench clean setup browser
@@ -27,7 +28,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-$(KERNELS): $(STAMP) router/kernels/source.py scripts/compile_kernels.py
+$(KERNELS): $(STAMP) bch/kernels/source.py router/kernels/source.py scripts/compile_kernels.py
 	$(BIN)/python scripts/compile_kernels.py
 	touch $@
 
@@ -73,4 +74,4 @@ bench: $(STAMP) $(KERNELS)
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis \
-		.import_linter_cache .grimp_cache $(KERNELS) router/kernels/_compiled*
+		.import_linter_cache .grimp_cache $(KERNELS) bch/kernels/_compiled* router/kernels/_compiled*

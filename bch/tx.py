@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 from bch.encoding import DecodeError, Reader, compact_size, compact_size_len
 from bch.hashes import hash256
+from bch.kernels import COMPILED as KERNELS_COMPILED
+from bch.kernels import fungible_outputs
 from bch.token import MAX_TOKEN_AMOUNT, PREFIX_TOKEN, TokenData, decode_token_prefix
 
 _U32 = struct.Struct("<I")
@@ -172,8 +174,15 @@ def fungible_encodings(
     templates: Sequence[FungibleTemplate], values: Sequence[int], amounts: Sequence[int]
 ) -> list[bytes]:
     """`[t.output(v, a).encode() for …]` without the objects: one pass, the bytes only (a
-    router's transaction holds its pools' outputs this way, `TemplatedTransaction`). An
-    amount `TokenData` would refuse is refused by `TokenData` itself, as in `output`."""
+    router's transaction holds its pools' outputs this way, `TemplatedTransaction`), by a
+    compiled loop where `make` compiled one (`bch.kernels`; interpreted, that loop is slower
+    than this one's struct packers). An amount `TokenData` would refuse is refused by
+    `TokenData` itself, as in `output`."""
+    if KERNELS_COMPILED:
+        made = fungible_outputs(tuple(templates), tuple(values), tuple(amounts))
+        if made is not None:
+            return made
+    # Not compiled, or a value or an amount outside 63 bits (the packers write or refuse it).
     out: list[bytes] = []
     add = out.append
     for template, value, amount in zip(templates, values, amounts, strict=True):

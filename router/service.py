@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from websockets.asyncio.server import Server
 
+from bch import kernels as bch_kernels
 from indexer.follow.source import ChainSource
 from indexer.network import network_prefix
 from indexer.service import IndexerConfig, ready_info, ready_lines, run_indexer
@@ -79,10 +80,12 @@ async def start_router(
     server = await daemon.serve(host, port)
     bound = next(iter(server.sockets)).getsockname()[1]
     log.info(
-        "router listening on ws://%s:%d (integer loops %s)",
+        "router listening on ws://%s:%d (kernels %s)",
         host,
         bound,
-        "compiled" if kernels.COMPILED else "interpreted: run make to compile them",
+        "compiled"
+        if kernels.COMPILED and bch_kernels.COMPILED
+        else "interpreted: run make to compile them",
     )
     return RouterServer(daemon, server, host, int(bound))
 

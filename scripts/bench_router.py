@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _snapshots import BIG, make_snapshot
 
+from bch import kernels as bch_kernels
 from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
@@ -396,8 +397,8 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _kernels() -> str:
-    """Whether the router's integer loops ran compiled (`make`) or interpreted."""
-    return "compiled" if kernels.COMPILED else "interpreted"
+    """Whether the kernels (`bch`'s, the router's) ran compiled (`make`) or interpreted."""
+    return "compiled" if kernels.COMPILED and bch_kernels.COMPILED else "interpreted"
 
 
 def repeat_build(legs: int, times: int) -> None:

@@ -29,6 +29,7 @@ ROOTS = (
 
 SURFACES: dict[str, list[str] | None] = {
     "bch": [],
+    "bch.kernels": ["COMPILED", "fungible_outputs"],
     "protocols": [],
     "protocols.cauldron": [
         "CauldronActivity",
