@@ -14,7 +14,8 @@ from bch.hashes import sha256
 from bch.token import MAX_TOKEN_AMOUNT, TokenData
 from bch.tx import MAX_SATS, FungibleTemplate, TxOutput, fungible_encodings
 
-_amounts = st.one_of(
+# Amounts at every CompactSize width and its edges (`tests/bch/test_kernels.py` too).
+AMOUNTS = st.one_of(
     st.integers(1, 0xFC),
     st.integers(0xFD, 0xFFFF),
     st.integers(0x10000, 0xFFFFFFFF),
@@ -26,7 +27,7 @@ _amounts = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.binary(min_size=0, max_size=300), st.integers(0, MAX_SATS), _amounts),
+        st.tuples(st.binary(min_size=0, max_size=300), st.integers(0, MAX_SATS), AMOUNTS),
         min_size=0,
         max_size=6,
     )
