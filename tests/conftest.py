@@ -1,10 +1,13 @@
-"""Shared test fixtures (where the official vectors live), and the real-node tier's summary
-line when pytest-xdist runs the suite (`make test`: a worker per core, each file in one)."""
+"""Shared test fixtures (where the official vectors live, whether a C compiler is), and the
+real-node tier's summary line when pytest-xdist runs the suite (`make test`: a worker per core,
+each file in one)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,11 @@ def load_vectors(name: str) -> Any:
     """Load a vector file from ../shared/vectors (relative path, e.g. 'vmb/x.json')."""
     with (VECTORS / name).open() as fh:
         return json.load(fh)
+
+
+def c_compiler() -> str | None:
+    """The C compiler `make` would compile the kernels with (`scripts/compile_kernels.py`)."""
+    return shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

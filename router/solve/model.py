@@ -120,14 +120,12 @@ class _Units(NamedTuple):
     heap: list[int]
 
 
-# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << 32 | pool`,
-# which orders as the pair does (pools are model indices, < 2^32; a cost may be any integer)
-# and compares without a tuple (the heap sifts ~170 units of a 350-leg order).
-_KEY_SHIFT = KEY_SHIFT
-
-
+# The polish heaps' entries: (next unit's cost, pool) as one integer, `cost << KEY_SHIFT |
+# pool` (`router.kernels`, whose loop pops them), which orders as the pair does (pools are
+# model indices, < 2^32; a cost may be any integer) and compares without a tuple (the heap
+# sifts ~170 units of a 350-leg order).
 def _unit_key(cost: int, i: int) -> int:
-    return cost << _KEY_SHIFT | i
+    return cost << KEY_SHIFT | i
 
 
 # `buy_units` reads the members' columns through numpy from this many members on (below it
@@ -138,7 +136,7 @@ _ARRAY_MEMBERS = 160
 # 1000 times that < 2^63.
 _NARROW = 1 << 53
 _ZERO, _ONE, _TWO, _DEN, _KEEP_64 = (np.int64(n) for n in (0, 1, 2, LP_FEE_DEN, _KEEP))
-_SHIFT_64 = np.int64(_KEY_SHIFT)
+_SHIFT_64 = np.int64(KEY_SHIFT)
 _STEP_LIMIT = 1 << 30  # a heap key `step << 32 | pool` stays within int64 below it
 # Subtracted from the divisor t − y: the sats missing for y units and for y + 1 at once.
 _THIS_AND_NEXT = np.array([[0], [1]], dtype=np.int64)
@@ -195,7 +193,7 @@ def _purchases_arrays(
     steps = step[queued]
     if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
         pairs = zip(steps.tolist(), positions.tolist(), strict=True)
-        heap = sorted([s << _KEY_SHIFT | p for s, p in pairs])
+        heap = sorted([s << KEY_SHIFT | p for s, p in pairs])
     else:
         heap = np.sort((steps << _SHIFT_64) | positions).tolist()  # (sorted: a heap)
     units = _Units(idx.tolist(), y.tolist(), now.tolist(), heap)
@@ -506,7 +504,7 @@ class _Model:
             if y < caps[i]:
                 step = in_for_out(i, y + 1) - now
                 if step >= 0:
-                    heapq.heappush(heap, step << _KEY_SHIFT | p)
+                    heapq.heappush(heap, step << KEY_SHIFT | p)
         return units
 
     def _purchases_inline(self, members: Iterable[int], v: float) -> tuple[_Units, list[int]]:
@@ -514,7 +512,7 @@ class _Model:
         exceeds the Python loop's) or a model too large for 64 bits (Python integers)."""
         caps, k_less, sats, t_ok, room = self.purchase_columns()
         vmax, vmin, a_, c_, cap_out = self.vmax, self.vmin, self.a, self.c, self.cap_out
-        den, keep, shift = LP_FEE_DEN, _KEEP, _KEY_SHIFT
+        den, keep, shift = LP_FEE_DEN, _KEEP, KEY_SHIFT
         units = _Units([], [], [], [])
         index, get, pay, heap = units
         slow: list[int] = []

@@ -5,8 +5,6 @@ build runs is `bch.compiled`'s choice."""
 from __future__ import annotations
 
 import importlib
-import shutil
-import sysconfig
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -20,6 +18,7 @@ from bch.kernels import source
 from bch.token import TokenData
 from bch.tx import FungibleTemplate, TxOutput, fungible_encodings
 from tests.bch.test_tx_fungible_pack import AMOUNTS
+from tests.conftest import c_compiler
 
 # Values up to 63 bits, and their edges.
 _VALUES = st.one_of(st.integers(0, 2**63 - 1), st.sampled_from([0, 2**62 - 1, 2**62, 2**63 - 1]))
@@ -34,7 +33,7 @@ def _compiled_module() -> ModuleType:
 
 
 def test_the_kernels_run_compiled_where_a_compiler_is() -> None:
-    if shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0]) is None:
+    if c_compiler() is None:
         pytest.skip("no C compiler on this machine: the kernels run interpreted")
     assert kernels.COMPILED, "run `make` (scripts/compile_kernels.py) to compile them"
     assert kernels.fungible_outputs is not source.fungible_outputs

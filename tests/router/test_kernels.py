@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import heapq
 import importlib
-import shutil
-import sysconfig
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +13,7 @@ from hypothesis import strategies as st
 
 import router.kernels as kernels
 from router.kernels import source
+from tests.conftest import c_compiler
 
 # Integers either side of a compiled loop's machine words (63-bit tagged, 64-bit).
 _WIDE = st.one_of(
@@ -25,10 +24,6 @@ _WIDE = st.one_of(
 )
 
 
-def _compiler() -> str | None:
-    return shutil.which(str(sysconfig.get_config_var("CC") or "cc").split()[0])
-
-
 def _compiled_module() -> object:
     if not kernels.COMPILED:
         pytest.skip("the kernels run interpreted here: nothing compiled to compare")
@@ -36,7 +31,7 @@ def _compiled_module() -> object:
 
 
 def test_the_kernels_run_compiled_where_a_compiler_is() -> None:
-    if _compiler() is None:
+    if c_compiler() is None:
         pytest.skip("no C compiler on this machine: the kernels run interpreted")
     assert kernels.COMPILED, "run `make` (scripts/compile_kernels.py) to compile them"
     assert kernels.predicate_holds is not source.predicate_holds
