@@ -1,7 +1,7 @@
 """The router's per-leg integer loops (`router.kernels.source`), compiled by mypyc where
 `make` could (`scripts/compile_kernels.py` writes `router/kernels/_compiled…so`), else run
 interpreted: the same source, the same results (`tests/router/test_kernels.py`); compiled,
-the predicate takes a fifth of its interpreted instructions and the polish about 0.7
+the predicate takes a fifth of its interpreted instructions and the polish about 0.4
 (docs/benchmarks.md).
 
 A compiled module is used only when it was made from the source as it is now
@@ -48,6 +48,7 @@ COMPILED = _chosen is not source
 KEY_SHIFT = source.KEY_SHIFT
 predicate_holds = _chosen.predicate_holds
 lp_fees = _chosen.lp_fees
-buy_cheapest_units = _chosen.buy_cheapest_units
+# Interpreted, the polish's native-integer heap is slower than `heapq`'s C on Python integers.
+buy_cheapest_units = _chosen.buy_cheapest_units if COMPILED else source.buy_cheapest_units_boxed
 legs_after = _chosen.legs_after
 count_above = _chosen.count_above

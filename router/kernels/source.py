@@ -5,19 +5,25 @@ polish's cheapest-unit purchases, and a hop's pool states after the trade.
 They are the loops a 350-leg build spends most of its interpreted time in, so `make` compiles
 this module with mypyc (`scripts/compile_kernels.py`; `router.kernels` says which runs). It
 imports nothing from the project, so mypyc compiles it on its own, and it holds only what
-mypyc compiles to native loops: integers, lists and tuples indexed by position, no closures.
-The integers stay Python integers, of any size, compiled or not; the columns' lengths are
-checked up front, since a compiled loop does not stop at the shortest.
+mypyc compiles to native loops: integers, lists and tuples indexed by position, no closures;
+its constants are `Final`, which mypyc writes into the code (a plain module global is a
+dictionary lookup at every read). The integers stay Python integers, of any size, compiled or
+not, except the polish heap's keys, which are sifted as 64-bit integers while they fit; the
+columns' lengths are checked up front, since a compiled loop does not stop at the shortest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from heapq import heappop, heapreplace
+from typing import Final
+
+from librt.vecs import append, pop, vec
+from mypy_extensions import i64
 
 # The polish heap's entry is `cost << KEY_SHIFT | position` (`router.solve.model._unit_key`).
-KEY_SHIFT = 32
-_KEY_POOL = (1 << KEY_SHIFT) - 1
+KEY_SHIFT: Final = 32
+_KEY_POOL: Final = (1 << KEY_SHIFT) - 1
 
 
 def _same_lengths(n: int, *others: int) -> None:
@@ -74,41 +80,136 @@ def buy_cheapest_units(
     from `heap` (entries `cost << KEY_SHIFT | position`), add it to `get` and its cost to
     `pay` at its position, and put that pool's next unit in its place (`in_for_out(pool,
     units)`: what `units` cost the model's pool `pool`) while the pool's cap allows one.
-    `index` maps positions to model indices; returns the spare left.
+    `index` maps positions to model indices; returns the spare left, and leaves `heap` as
+    `heapq` would.
 
     A model that buys tokens with sats passes its `purchase` columns and fee (`fee_den`, and
     `keep` of every `fee_den` sats paid in): the next unit is then priced inline, as
-    `in_for_out` prices it, except near a pool's limits."""
-    inline = purchase is not None
-    k_less, sats, t_ok, room = purchase if purchase is not None else ([], [], [], [])
+    `in_for_out` prices it, except near a pool's limits.
+
+    The heap is sifted as 64-bit integers (`_sift_top`, `heapq`'s moves), which compiled is
+    a fraction of what comparing Python integers costs; a key past 64 bits hands the rest
+    to `buy_cheapest_units_boxed`. Interpreted, that one is the faster."""
+    keys = vec[i64](capacity=len(heap))
+    for key in heap:
+        high = key >> 63  # 0 or −1 within 64 bits (a shift: no constant past 62 bits)
+        if high != 0 and high != -1:
+            return buy_cheapest_units_boxed(
+                heap, index, get, pay, spare, caps, in_for_out, purchase, fee_den, keep
+            )
+        keys = append(keys, key)
+    n: i64 = len(keys)
+    while n:
+        top = keys[0]
+        cost: int = top >> KEY_SHIFT
+        if cost > spare:
+            break
+        spare -= cost
+        p: int = top & _KEY_POOL
+        step = _buy_unit(p, cost, index, get, pay, caps, in_for_out, purchase, fee_den, keep)
+        if step is None:  # the pool is full: `heappop`
+            n -= 1
+            keys, last = pop(keys)
+            if n:
+                _sift_top(keys, last)
+        elif -_STEP_ROOM <= step < _STEP_ROOM:
+            _sift_top(keys, step << KEY_SHIFT | p)
+        else:  # a key past 64 bits: Python integers from here on
+            heap[:] = keys
+            heapreplace(heap, step << KEY_SHIFT | p)
+            return buy_cheapest_units_boxed(
+                heap, index, get, pay, spare, caps, in_for_out, purchase, fee_den, keep
+            )
+    heap[:] = keys
+    return spare
+
+
+def buy_cheapest_units_boxed(
+    heap: list[int],
+    index: list[int],
+    get: list[int],
+    pay: list[int],
+    spare: int,
+    caps: list[int],
+    in_for_out: Callable[[int, int], int],
+    purchase: Purchase | None = None,
+    fee_den: int = 1,
+    keep: int = 1,
+) -> int:
+    """`buy_cheapest_units` with `heapq` on Python integers, of any size."""
     while heap:
         key = heap[0]
         cost = key >> KEY_SHIFT
         if cost > spare:
             break
-        p = key & _KEY_POOL
         spare -= cost
-        paid = pay[p] + cost
-        pay[p] = paid
-        y = get[p] + 1
-        get[p] = y
-        i = index[p]
-        if y < caps[i]:
-            more = 0
-            priced = False
-            if inline:
-                rest = t_ok[i] - y - 1  # the tokens one more unit would leave
-                if rest > 0:
-                    more = (k_less[i] // rest - sats[i]) * fee_den // keep + 1
-                    priced = more <= room[i]
-            if not priced:
-                more = in_for_out(i, y + 1)
+        p = key & _KEY_POOL
+        step = _buy_unit(p, cost, index, get, pay, caps, in_for_out, purchase, fee_den, keep)
+        if step is None:
+            heappop(heap)
+        else:
             # A pool has one entry at a time, so the keys stay distinct: one sift in place
             # of a pop and a push, the same order.
-            heapreplace(heap, (more - paid) << KEY_SHIFT | p)
-        else:
-            heappop(heap)
+            heapreplace(heap, step << KEY_SHIFT | p)
     return spare
+
+
+# A key `step << KEY_SHIFT | position` is within 64 bits for steps in ±2^31.
+_STEP_ROOM: Final = 1 << (63 - KEY_SHIFT)
+
+
+def _buy_unit(
+    p: int,
+    cost: int,
+    index: list[int],
+    get: list[int],
+    pay: list[int],
+    caps: list[int],
+    in_for_out: Callable[[int, int], int],
+    purchase: Purchase | None,
+    fee_den: int,
+    keep: int,
+) -> int | None:
+    """Buy position `p`'s next unit for `cost`; what the unit after it costs, or None when
+    the pool's cap allows no more."""
+    paid = pay[p] + cost
+    pay[p] = paid
+    y = get[p] + 1
+    get[p] = y
+    i = index[p]
+    if y >= caps[i]:
+        return None
+    if purchase is not None:
+        k_less, sats, t_ok, room = purchase
+        rest = t_ok[i] - y - 1  # the tokens one more unit would leave
+        if rest > 0:
+            more = (k_less[i] // rest - sats[i]) * fee_den // keep + 1
+            if more <= room[i]:
+                return more - paid
+    return in_for_out(i, y + 1) - paid
+
+
+def _sift_top(heap: vec[i64], key: i64) -> None:
+    """`heapq.heapreplace(heap, key)`, its moves on native integers (so the same order):
+    down to a leaf along the lesser children, then back up to where `key` belongs."""
+    n: i64 = len(heap)
+    pos: i64 = 0
+    child: i64 = 1
+    while child < n:
+        right = child + 1
+        if right < n and not heap[child] < heap[right]:
+            child = right
+        heap[pos] = heap[child]
+        pos = child
+        child = 2 * pos + 1
+    while pos > 0:
+        parent = (pos - 1) >> 1
+        above = heap[parent]
+        if not key < above:
+            break
+        heap[pos] = above
+        pos = parent
+    heap[pos] = key
 
 
 def legs_after(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import heapq
 import importlib
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import router.kernels as kernels
@@ -102,43 +103,79 @@ def test_the_compiled_fees_are_the_source(moved: list[int]) -> None:
     assert compiled.lp_fees(moved, 3, 1000) == source.lp_fees(moved, 3, 1000)  # type: ignore[attr-defined]
 
 
-def _convex(i: int, y: int) -> int:
-    """What `y` units cost pool `i` (strictly convex, so each next unit costs more)."""
-    return (i + 1) * y * y + 3 * y
+class _Costs:
+    """What `y` units cost pool `i`: convex, times `scale` (from 2^28 some next units cost
+    2^31 or more, from 2^40 every key is past 64 bits), with a dip at every third unit when
+    `dips` (that unit then costs less than nothing: a negative key)."""
+
+    def __init__(self, scale: int, dips: bool) -> None:
+        self.scale, self.dips = scale, dips
+
+    def __call__(self, i: int, y: int) -> int:
+        dip = 4 * (i + 1) + 8 if self.dips and y % 3 == 2 else 0
+        return self.scale * ((i + 1) * y * y + 3 * y - dip)
+
+
+_Made = tuple[list[int], list[int], list[int], list[int], list[int], _Costs]
 
 
 @st.composite
-def _purchases(draw: st.DrawFn) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+def _purchases(draw: st.DrawFn) -> _Made:
+    costs = _Costs(draw(st.sampled_from([1, 1, 2**20, 2**28, 2**40])), draw(st.booleans()))
     n = draw(st.integers(1, 12))
     index = sorted(draw(st.sets(st.integers(0, 30), min_size=n, max_size=n)))
     get = [draw(st.integers(0, 5)) for _ in index]
     caps = [draw(st.integers(1, 9)) for _ in range(31)]
     get = [min(y, caps[i] - 1) for y, i in zip(get, index, strict=True)]
-    pay = [_convex(i, y) for i, y in zip(index, get, strict=True)]
+    pay = [costs(i, y) for i, y in zip(index, get, strict=True)]
     heap = [
-        (_convex(i, y + 1) - paid) << source.KEY_SHIFT | p
+        (costs(i, y + 1) - paid) << source.KEY_SHIFT | p
         for p, (i, y, paid) in enumerate(zip(index, get, pay, strict=True))
     ]
     heapq.heapify(heap)
-    return heap, index, get, pay, caps
+    return heap, index, get, pay, caps, costs
 
 
-@settings(max_examples=200, deadline=None)
+def _polish(
+    buy: Callable[..., int], made: _Made, spare: int
+) -> tuple[int, list[int], list[int], list[int]]:
+    heap, index, get, pay, caps, costs = made
+    heap, get, pay = list(heap), list(get), list(pay)
+    left = buy(heap, index, get, pay, spare * costs.scale, caps, costs)
+    return left, heap, get, pay
+
+
+# One pool whose first unit's key fits 64 bits and whose next does not (2^30, then 6·2^28 ≥
+# 2^31): the native heap hands over to `heapq` mid-loop.
+_CROSSING = _Costs(2**28, dips=False)
+_CROSSING_PURCHASE: _Made = ([_CROSSING(0, 1) << source.KEY_SHIFT], [0], [0], [0], [9], _CROSSING)
+
+
+@settings(max_examples=300, deadline=None)
 @given(_purchases(), st.integers(0, 3_000))
-def test_the_compiled_polish_is_the_source(
-    made: tuple[list[int], list[int], list[int], list[int], list[int]], spare: int
-) -> None:
-    compiled = _compiled_module()
-    outcomes = []
-    for module in (source, compiled):
-        heap, index, get, pay, caps = (list(column) for column in made)
-        left = module.buy_cheapest_units(heap, index, get, pay, spare, caps, _convex)  # type: ignore[attr-defined]
-        outcomes.append((left, heap, get, pay))
-    assert outcomes[0] == outcomes[1]
-    left, heap, get, pay = outcomes[0]
+@example(_CROSSING_PURCHASE, 20)
+def test_the_native_heap_buys_as_heapq_does(made: _Made, spare: int) -> None:
+    """`buy_cheapest_units` sifts 64-bit keys as `heapq` sifts Python integers (and hands
+    over to it past 64 bits): the same units bought, the same heap left."""
+    outcome = _polish(source.buy_cheapest_units_boxed, made, spare)
+    assert _polish(source.buy_cheapest_units, made, spare) == outcome
+    left, heap, get, pay = outcome
     # What it bought is what the costs say: every unit paid for, the next one unaffordable.
-    assert sum(pay) + left == sum(made[3]) + spare
+    assert sum(pay) + left == sum(made[3]) + spare * made[5].scale
+    assert all(y <= made[4][i] for y, i in zip(get, made[1], strict=True))  # within caps
     assert not heap or heap[0] >> source.KEY_SHIFT > left
+    if not kernels.COMPILED:  # interpreted, `heapq` is the faster
+        assert kernels.buy_cheapest_units is source.buy_cheapest_units_boxed
+
+
+@settings(max_examples=300, deadline=None)
+@given(_purchases(), st.integers(0, 3_000))
+@example(_CROSSING_PURCHASE, 20)
+def test_the_compiled_polish_is_the_source(made: _Made, spare: int) -> None:
+    compiled = _compiled_module()
+    outcome = _polish(source.buy_cheapest_units_boxed, made, spare)
+    assert _polish(compiled.buy_cheapest_units, made, spare) == outcome  # type: ignore[attr-defined]
+    assert _polish(compiled.buy_cheapest_units_boxed, made, spare) == outcome  # type: ignore[attr-defined]
 
 
 @settings(max_examples=200, deadline=None)
@@ -180,13 +217,15 @@ def test_the_compiled_token_polish_is_the_source(
     ]
     heapq.heapify(heap)
     outcomes = []
-    for module in (source, compiled):
+    for buy in (
+        source.buy_cheapest_units_boxed,
+        source.buy_cheapest_units,
+        compiled.buy_cheapest_units,  # type: ignore[attr-defined]
+    ):
         h, g, p = list(heap), list(get), list(pay)
-        left = module.buy_cheapest_units(  # type: ignore[attr-defined]
-            h, index, g, p, spare, caps, in_for_out, purchase, 1000, 997
-        )
+        left = buy(h, index, g, p, spare, caps, in_for_out, purchase, 1000, 997)
         outcomes.append((left, h, g, p))
-    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == outcomes[1] == outcomes[2]
     # Inline or not, each pool paid exactly what `in_for_out` says its units cost.
     left, _, g, p = outcomes[0]
     assert p == [in_for_out(i, y) for i, y in zip(index, g, strict=True)]
