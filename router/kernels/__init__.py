@@ -1,7 +1,7 @@
 """The router's per-leg integer loops (`router.kernels.source`), compiled by mypyc where
 `make` could (`scripts/compile_kernels.py` writes `router/kernels/_compiled…so`), else run
 interpreted: the same source, the same results (`tests/router/test_kernels.py`); compiled,
-the predicate takes a fifth of its interpreted instructions and the polish about 0.4
+the predicate takes a fifth of its interpreted instructions and the polish a quarter
 (docs/benchmarks.md).
 
 A compiled module is used only when it was made from the source as it is now
