@@ -64,6 +64,11 @@ def settle_memory() -> None:
     keep_freed_pages()
 
 
+def kernels_compiled() -> bool:
+    """Whether both kernel packages a build runs (`bch`'s, the router's) are compiled."""
+    return kernels.COMPILED and bch_kernels.COMPILED
+
+
 async def start_router(
     snapshot: PoolSnapshot,
     config: RouterConfig | None = None,
@@ -83,9 +88,7 @@ async def start_router(
         "router listening on ws://%s:%d (kernels %s)",
         host,
         bound,
-        "compiled"
-        if kernels.COMPILED and bch_kernels.COMPILED
-        else "interpreted: run make to compile them",
+        "compiled" if kernels_compiled() else "interpreted: run make to compile them",
     )
     return RouterServer(daemon, server, host, int(bound))
 

@@ -46,12 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _snapshots import BIG, make_snapshot
 
-from bch import kernels as bch_kernels
 from bch.hashes import sha256
 from bch.tx import OutPoint
 from bch.wallet import Wallet
 from indexer.snapshot import LivePool, PendingTx, PoolSnapshot
-from router import kernels, wire
+from router import wire
 from router.book import LiveBook
 from router.build import build
 from router.daemon import DaemonConfig
@@ -59,7 +58,7 @@ from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook
 from router.quotes import quote
-from router.service import RouterServer, settle_memory, start_router
+from router.service import RouterServer, kernels_compiled, settle_memory, start_router
 
 USER = Wallet.from_seed("bench router: user")
 FEE = Wallet.from_seed("bench router: fee")
@@ -398,7 +397,7 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
 
 def _kernels() -> str:
     """Whether the kernels (`bch`'s, the router's) ran compiled (`make`) or interpreted."""
-    return "compiled" if kernels.COMPILED and bch_kernels.COMPILED else "interpreted"
+    return "compiled" if kernels_compiled() else "interpreted"
 
 
 def repeat_build(legs: int, times: int) -> None:

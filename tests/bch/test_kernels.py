@@ -29,7 +29,7 @@ _OUTSIDE = st.sampled_from([-1, 2**63, 2**64, 2**80])
 def _compiled_module() -> ModuleType:
     if not kernels.COMPILED:
         pytest.skip("bch's kernels run interpreted here: nothing compiled to compare")
-    return importlib.import_module("bch.kernels._compiled")
+    return importlib.import_module(kernels.COMPILED_MODULE)
 
 
 def test_the_kernels_run_compiled_where_a_compiler_is() -> None:
