@@ -15,10 +15,15 @@ NODE_STAMP := node_modules/.installed
 # (scripts/compile_kernels.py); without a C compiler they run interpreted, and the stamp still
 # marks the attempt made.
 KERNELS := router/kernels/.compiled
+# The router's pure core compiled whole (`router.native`, scripts/compile_kernels.py --core),
+# again when a file it may import changes; it runs interpreted where this could not be made.
+NATIVE := router/.native
+CORE_SOURCES := $(wildcard bch/*.py bch/*/*.py protocols/*.py protocols/*/*.py indexer/*.py \
+	router/*.py router/*/*.py)
 
 .PHONY: run test lint typecheck pytest bench clean setup browser
 
-setup: $(STAMP) $(NODE_STAMP) $(KERNELS)
+setup: $(STAMP) $(NODE_STAMP) $(KERNELS) $(NATIVE)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +35,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 $(KERNELS): $(STAMP) bch/kernels/source.py router/kernels/source.py scripts/compile_kernels.py
 	$(BIN)/python scripts/compile_kernels.py
+	touch $@
+
+$(NATIVE): $(STAMP) $(KERNELS) $(CORE_SOURCES) scripts/compile_kernels.py
+	$(BIN)/python scripts/compile_kernels.py --core
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -59,19 +68,22 @@ browser:
 	fi
 
 # One test process per core (PYTEST_WORKERS=0 runs them in this one); a file's tests stay in
-# one process, in order, so its module fixtures start once.
+# one process, in order, so its module fixtures start once. The suite runs the router's core
+# as `make run` does (compiled where it could be), then the router's tests run it interpreted.
 PYTEST_WORKERS ?= auto
-pytest: $(STAMP) $(NODE_STAMP) $(KERNELS) browser
+pytest: $(STAMP) $(NODE_STAMP) $(KERNELS) $(NATIVE) browser
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	LADLE_INTERPRETED=1 $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests/router
 
 test: lint typecheck pytest
 
 run: setup
 	$(BIN)/ladle up
 
-bench: $(STAMP) $(KERNELS)
+bench: $(STAMP) $(KERNELS) $(NATIVE)
 	$(BIN)/python scripts/bench_bch.py
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis \
-		.import_linter_cache .grimp_cache $(KERNELS) bch/kernels/_compiled* router/kernels/_compiled*
+		.import_linter_cache .grimp_cache $(KERNELS) bch/kernels/_compiled* router/kernels/_compiled* \
+		$(NATIVE) router/_native

@@ -3,9 +3,14 @@
 offline `ladle route` / `ladle build` commands (`cli`). No I/O outside `cli`: the WebSocket
 daemon calls `route.quote` and `build.build` with its live `PoolBook`."""
 
-from router.build import BuildResult, build
-from router.errors import ErrorCode, RouterError
-from router.params import (
+from router import native
+
+# First, before any module of the core is imported: the compiled core, where `make` built it.
+native.install()
+
+from router.build import BuildResult, build  # noqa: E402
+from router.errors import ErrorCode, RouterError  # noqa: E402
+from router.params import (  # noqa: E402
     BuildRequest,
     QuoteRequest,
     RouterConfig,
@@ -13,9 +18,9 @@ from router.params import (
     parse_build_params,
     parse_quote_params,
 )
-from router.pools import BCH, Pool, PoolBook, load_pools, parse_pools
-from router.quotes import Quote, RouteKind, quote
-from router.route import Direction, Hop, Leg, solve_hop
+from router.pools import BCH, Pool, PoolBook, load_pools, parse_pools  # noqa: E402
+from router.quotes import Quote, RouteKind, quote  # noqa: E402
+from router.route import Direction, Hop, Leg, solve_hop  # noqa: E402
 
 __all__ = [
     "BCH",

@@ -32,6 +32,11 @@ class Leg:
     pool: Pool
     after: PoolState
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied and pickled through `__init__` (`Hop.__reduce__`: compiled, the frozen
+        fields cannot be set afterwards)."""
+        return (Leg, (self.pool, self.after))
+
     @property
     def direction(self) -> Direction:
         return Direction.BUY if self.after.sats > self.pool.sats else Direction.SELL
@@ -149,6 +154,23 @@ class Hop:
     def __repr__(self) -> str:
         return f"Hop(token_id={self.token_id!r}, direction={self.direction!r}, legs={self.legs!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied and pickled through `__init__`: compiled (`router.native`), the class has no
+        `__new__` that makes an empty instance for the default protocol to fill."""
+        return (
+            _hop,
+            (
+                self.token_id,
+                self.direction,
+                self._legs,
+                self.totals,
+                self.size,
+                self._columns,
+                self._amounts,
+                self._aligned,
+            ),
+        )
+
     def amounts(self) -> tuple[Sequence[int], Sequence[int]] | None:
         """Each leg's amount in and amount out (columns), when the route made this hop."""
         return self._amounts
@@ -194,6 +216,22 @@ class Hop:
         if self.size is not None:
             return self.size
         return sum(POOL_INPUT_SIZE + pool_output_size(leg.after.tokens) for leg in self.legs)
+
+
+def _hop(
+    token_id: str,
+    direction: Direction,
+    legs: tuple[Leg, ...] | None,
+    totals: tuple[int, int] | None,
+    size: int | None,
+    columns: Columns | None,
+    amounts: tuple[Sequence[int], Sequence[int]] | None,
+    aligned: Aligned | None,
+) -> Hop:
+    """`Hop.__reduce__`'s maker."""
+    return Hop(
+        token_id, direction, legs, totals, size, columns=columns, amounts=amounts, aligned=aligned
+    )
 
 
 _pool_of = attrgetter("pool")

@@ -20,7 +20,7 @@ from indexer.follow.source import ChainSource
 from indexer.network import network_prefix
 from indexer.service import IndexerConfig, ready_info, ready_lines, run_indexer
 from indexer.snapshot import PoolSnapshot
-from router import kernels
+from router import kernels, native
 from router.book import LiveBook
 from router.daemon import DaemonConfig, HeardSource, RouterDaemon
 from router.params import DEFAULT_PORT, RouterConfig
@@ -69,6 +69,15 @@ def kernels_compiled() -> bool:
     return kernels.COMPILED and bch_kernels.COMPILED
 
 
+def compiled_parts() -> str:
+    """What of a build runs compiled, for the start line and the benches."""
+    if kernels_compiled() and native.active():
+        return "kernels and core compiled"
+    if kernels_compiled():
+        return "kernels compiled, core interpreted"
+    return "interpreted"
+
+
 async def start_router(
     snapshot: PoolSnapshot,
     config: RouterConfig | None = None,
@@ -85,10 +94,10 @@ async def start_router(
     server = await daemon.serve(host, port)
     bound = next(iter(server.sockets)).getsockname()[1]
     log.info(
-        "router listening on ws://%s:%d (kernels %s)",
+        "router listening on ws://%s:%d (%s)",
         host,
         bound,
-        "compiled" if kernels_compiled() else "interpreted: run make to compile them",
+        compiled_parts(),
     )
     return RouterServer(daemon, server, host, int(bound))
 

@@ -201,7 +201,7 @@ def legs_json_bytes(
     if None in prices:  # a token-less pool: the same division, raising as it does there
         pre = pick([pool.sats / pool.tokens for pool in pools])
     else:
-        pre = pick(cast(list[float], prices))
+        pre = pick(cast(tuple[float, ...], prices))
     return text, pre, pick(map(truediv, sats, tokens))
 
 

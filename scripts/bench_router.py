@@ -58,7 +58,7 @@ from router.errors import RouterError
 from router.params import RouterConfig, parse_build_params, parse_quote_params
 from router.pools import PoolBook
 from router.quotes import quote
-from router.service import RouterServer, kernels_compiled, settle_memory, start_router
+from router.service import RouterServer, compiled_parts, settle_memory, start_router
 
 USER = Wallet.from_seed("bench router: user")
 FEE = Wallet.from_seed("bench router: fee")
@@ -274,7 +274,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "machine": platform.platform(),
         "python": sys.version.split()[0],
-        "kernels": _kernels(),
+        "compiled": compiled_parts(),
     }
     async with connect(server.url, max_size=None) as ws:
         rpc = Rpc(ws)
@@ -391,13 +391,8 @@ def inprocess_only(args: argparse.Namespace) -> dict[str, Any]:
         f"{r['legs']} pools {r['build_inprocess_p50']:.3f} ms" for r in rows))  # fmt: skip
     print("page faults per build: " + ", ".join(
         f"{r['legs']} pools {r['page_faults_per_build']:.1f}" for r in rows))  # fmt: skip
-    print(f"kernels: {_kernels()}")
-    return {"machine": platform.platform(), "kernels": _kernels(), "inprocess": rows}
-
-
-def _kernels() -> str:
-    """Whether the kernels (`bch`'s, the router's) ran compiled (`make`) or interpreted."""
-    return "compiled" if kernels_compiled() else "interpreted"
+    print(f"compiled: {compiled_parts()}")
+    return {"machine": platform.platform(), "compiled": compiled_parts(), "inprocess": rows}
 
 
 def repeat_build(legs: int, times: int) -> None:

@@ -230,18 +230,15 @@ class _Model:
         "vmin",
     )
 
-    def __init__(self, pools: Iterable[Pool], direction: Direction) -> None:
-        rows = [row for row in (_row(pool, direction) for pool in pools) if row is not None]
-        rows.sort(key=lambda r: -r[0])  # stable: ties keep the book's (outpoint) order
-        self._init(rows, direction)
-
-    @classmethod
-    def _from_rows(cls, rows: list[_Row], direction: Direction) -> _Model:
-        model = cls.__new__(cls)
-        model._init(rows, direction)
-        return model
-
-    def _init(self, rows: list[_Row], direction: Direction) -> None:
+    def __init__(
+        self, pools: Iterable[Pool], direction: Direction, *, ranked: list[_Row] | None = None
+    ) -> None:
+        """The model of `pools`; or, given `ranked` (`updated`), of those rows as they are,
+        already in model order (`pools` is then not read)."""
+        rows = ranked
+        if rows is None:
+            rows = [row for row in (_row(pool, direction) for pool in pools) if row is not None]
+            rows.sort(key=lambda r: -r[0])  # stable: ties keep the book's (outpoint) order
         self.direction = direction
         self.rows = rows
         self.vmax = [r[0] for r in rows]
@@ -282,7 +279,7 @@ class _Model:
             row = _row(pool, self.direction)
             if row is not None:
                 insort(rows, row, key=_row_rank)
-        return _Model._from_rows(rows, self.direction)
+        return _Model((), self.direction, ranked=rows)
 
     def depth_max(self) -> list[int]:
         """Running maximum, in model (v_max) order, of the reserve a single-pool trade's
