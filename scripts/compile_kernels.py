@@ -43,40 +43,6 @@ def _suffix() -> str:
     return suffix
 
 
-def compile_kernels(package: str) -> str | None:
-    """Build and install one package's extension module; None when done, else why not."""
-    source = importlib.import_module(f"{package}.source")
-    relative = Path(*package.split("."))
-    installed = ROOT / relative
-    target = installed / f"_compiled{_suffix()}"
-    with tempfile.TemporaryDirectory(prefix="ladle-kernels-") as tmp:
-        where = Path(tmp) / relative
-        where.mkdir(parents=True)
-        for depth in range(1, len(relative.parts) + 1):  # the packages, empty
-            Path(tmp, *relative.parts[:depth], "__init__.py").write_text("")
-        text = Path(str(source.__file__)).read_text()
-        (where / "_compiled.py").write_text(f'{text}\nSOURCE_DIGEST = "{source_digest(source)}"\n')
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "mypyc", str(relative / "_compiled.py")],
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"mypyc did not run: {err}"
-        # The module and, beside it, the library holding its code (`_compiled__mypyc…`).
-        built = sorted(where.glob(f"*{_suffix()}"))
-        if done.returncode != 0 or where / target.name not in built:
-            return f"mypyc failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-        for made in sorted(built, key=lambda path: path.name == target.name):  # module last
-            partial = installed / f"{made.name}.part"
-            shutil.copyfile(made, partial)
-            partial.replace(installed / made.name)  # (a running process keeps what it loaded)
-    return None
-
-
 def _mypyc(cwd: Path, files: list[str]) -> str | None:
     """Run mypyc on `files` in `cwd`; None when it built them, else why not."""
     try:
@@ -91,6 +57,33 @@ def _mypyc(cwd: Path, files: list[str]) -> str | None:
         return f"mypyc did not run: {err}"
     if done.returncode != 0:
         return f"mypyc failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return None
+
+
+def compile_kernels(package: str) -> str | None:
+    """Build and install one package's extension module; None when done, else why not."""
+    source = importlib.import_module(f"{package}.source")
+    relative = Path(*package.split("."))
+    installed = ROOT / relative
+    target = installed / f"_compiled{_suffix()}"
+    with tempfile.TemporaryDirectory(prefix="ladle-kernels-") as tmp:
+        where = Path(tmp) / relative
+        where.mkdir(parents=True)
+        for depth in range(1, len(relative.parts) + 1):  # the packages, empty
+            Path(tmp, *relative.parts[:depth], "__init__.py").write_text("")
+        text = Path(str(source.__file__)).read_text()
+        (where / "_compiled.py").write_text(f'{text}\nSOURCE_DIGEST = "{source_digest(source)}"\n')
+        why = _mypyc(Path(tmp), [str(relative / "_compiled.py")])
+        if why is not None:
+            return why
+        # The module and, beside it, the library holding its code (`_compiled__mypyc…`).
+        built = sorted(where.glob(f"*{_suffix()}"))
+        if where / target.name not in built:
+            return "mypyc built no module"
+        for made in sorted(built, key=lambda path: path.name == target.name):  # module last
+            partial = installed / f"{made.name}.part"
+            shutil.copyfile(made, partial)
+            partial.replace(installed / made.name)  # (a running process keeps what it loaded)
     return None
 
 
