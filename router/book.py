@@ -26,7 +26,7 @@ from protocols.cauldron.contract import pool_locking_bytecode, trade_unlocking
 from router.hop import Hop
 from router.pools import Pool, PoolBook
 from router.route import inherit_models, prewarm, update_models
-from router.wire import leg_templates, source_output_bytes
+from router.wire import leg_pieces, leg_templates, source_output_bytes
 
 
 class PoolEncoding(NamedTuple):
@@ -43,6 +43,8 @@ class PoolEncoding(NamedTuple):
     source_json: bytes  # its `source_outputs` entry (`wire.source_output_bytes`)
     leg_buy: bytes  # `wire.leg_templates`: its leg object buying and selling, numbers as %d
     leg_sell: bytes
+    leg_buy_pieces: tuple[bytes, ...]  # the same split at the numbers (`wire.leg_pieces`)
+    leg_sell_pieces: tuple[bytes, ...]
     # `trade_input`, `source_output` and `template` are each standard on their own
     # (`bch.policy.standard_spend`): the gate need not ask the policy checks again per build.
     standard: bool
@@ -64,6 +66,8 @@ class EncodingColumns(NamedTuple):
     source_json: tuple[bytes, ...]
     leg_buy: tuple[bytes, ...]
     leg_sell: tuple[bytes, ...]
+    leg_buy_pieces: tuple[tuple[bytes, ...], ...]
+    leg_sell_pieces: tuple[tuple[bytes, ...], ...]
     standard: tuple[bool, ...]
     price: tuple[float | None, ...]
     sats: tuple[int, ...]
@@ -101,6 +105,8 @@ def encode(pool: Pool) -> PoolEncoding:
         source_output_bytes(source),
         buy,
         sell,
+        leg_pieces(buy),
+        leg_pieces(sell),
         standard_spend(trade_input, source, template),
         pool.sats / pool.tokens if pool.tokens else None,
         pool.sats,

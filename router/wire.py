@@ -7,7 +7,9 @@ test_columns_match_legs.py`, `test_templated.py`). A 350-leg reply would spend m
 building and walking per-leg dicts, so the bytes come from each pool's constant text, which the
 book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
 (`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
-filled for a whole route by one `%`. Such long texts are copied once, into the reply's bytes,
+filled for a whole route by one `%`, or, where the kernels are compiled, the same text in its
+pieces (`leg_pieces`) with the numbers written between them (`router.kernels.legs_text`).
+Such long texts are copied once, into the reply's bytes,
 where orjson leaves a hole for them (`_dumps_filled`).
 """
 
@@ -25,7 +27,7 @@ from bch.tx import TxOutput
 from protocols.cauldron.formulas import LP_FEE_DEN, LP_FEE_NUM, lp_fee
 from router.errors import RouterError
 from router.hop import Columns, Direction, Leg
-from router.kernels import lp_fees
+from router.kernels import legs_text, lp_fees
 from router.pools import BCH, Pool
 
 if TYPE_CHECKING:
@@ -150,6 +152,12 @@ def leg_templates(pool: Pool) -> tuple[bytes, bytes]:
     return f"{head}buy{tail}".encode(), f"{head}sell{tail}".encode()
 
 
+def leg_pieces(template: bytes) -> tuple[bytes, ...]:
+    """A `leg_templates` template's constant text between its numbers (six pieces), what the
+    compiled `router.kernels.legs_text` writes the numbers between."""
+    return tuple(template.split(b"%d"))
+
+
 def legs_json_bytes(
     columns: Columns,
     direction: Direction,
@@ -181,12 +189,12 @@ def legs_json_bytes(
     if buying:
         if min(ins) < 1:
             return None
-        templates = encodings.leg_buy
+        templates, pieces = encodings.leg_buy, encodings.leg_buy_pieces
         sats_moved, pick = ins, min
     else:
         if min(outs) < 0:  # sats after above sats before
             return None
-        templates = encodings.leg_sell
+        templates, pieces = encodings.leg_sell, encodings.leg_sell_pieces
         sats_moved, pick = outs, max
     numbers: list[int] = [0] * (5 * n)  # leg by leg, in the templates' order
     numbers[0::5] = ins
@@ -194,7 +202,9 @@ def legs_json_bytes(
     numbers[2::5] = _lp_fees(sats_moved)
     numbers[3::5] = sats
     numbers[4::5] = tokens
-    text = b",".join(templates) % tuple(numbers)
+    text = None if legs_text is None else legs_text(pieces, numbers)
+    if text is None:  # interpreted, or a number past the compiled loop's integers
+        text = b",".join(templates) % tuple(numbers)
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
     prices = encodings.price

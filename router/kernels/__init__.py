@@ -20,6 +20,7 @@ __all__ = [
     "buy_cheapest_units",
     "count_above",
     "legs_after",
+    "legs_text",
     "lp_fees",
     "made_from_source",
     "predicate_holds",
@@ -51,4 +52,6 @@ lp_fees = _chosen.lp_fees
 # Interpreted, the polish's native-integer heap is slower than `heapq`'s C on Python integers.
 buy_cheapest_units = _chosen.buy_cheapest_units if COMPILED else source.buy_cheapest_units_boxed
 legs_after = _chosen.legs_after
+# Interpreted, CPython's `%` writes the legs' text faster than this loop: `wire` uses it then.
+legs_text = _chosen.legs_text if COMPILED else None
 count_above = _chosen.count_above

@@ -233,6 +233,7 @@ SURFACES: dict[str, list[str] | None] = {
         "buy_cheapest_units",
         "count_above",
         "legs_after",
+        "legs_text",
         "lp_fees",
         "made_from_source",
         "predicate_holds",

@@ -230,3 +230,48 @@ def test_the_compiled_token_polish_is_the_source(
     left, _, g, p = outcomes[0]
     assert p == [in_for_out(i, y) for i, y in zip(index, g, strict=True)]
     assert sum(p) + left == sum(pay) + spare
+
+
+# A leg's six constant pieces: any bytes but `%` (the `%` form reads it as a conversion).
+_PIECE = st.binary(max_size=40).map(lambda b: b.replace(b"%", b"p"))
+_LEG = st.tuples(*[_PIECE] * 6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_LEG, max_size=8).flatmap(
+        lambda legs: st.tuples(
+            st.just(tuple(legs)),
+            st.lists(
+                st.one_of(st.integers(0, 10**7), _WIDE, st.integers(-5, -1)),
+                min_size=5 * len(legs),
+                max_size=5 * len(legs),
+            ),
+        )
+    )
+)
+def test_the_legs_text_is_what_percent_writes(
+    made: tuple[tuple[tuple[bytes, ...], ...], list[int]],
+) -> None:
+    pieces, numbers = made
+    expected = b",".join(b"%d".join(leg) for leg in pieces) % tuple(numbers)
+    writable = all(0 <= x < 2**62 for x in numbers)
+    builds = [source]
+    if kernels.COMPILED:
+        builds.append(_compiled_module())  # type: ignore[arg-type]
+    for module in builds:
+        text = module.legs_text(pieces, list(numbers))
+        assert text == (expected if writable else None)
+
+
+def test_the_legs_text_refuses_other_shapes() -> None:
+    leg = (b"a", b"b", b"c", b"d", b"e", b"f")
+    for module in {
+        source,
+        importlib.import_module(kernels.COMPILED_MODULE) if kernels.COMPILED else source,
+    }:
+        with pytest.raises(ValueError, match="columns"):
+            module.legs_text((leg,), [1, 2, 3, 4])
+        with pytest.raises(ValueError, match="pieces"):
+            module.legs_text((leg[:5],), [1, 2, 3, 4, 5])
+    assert (kernels.legs_text is None) == (not kernels.COMPILED)
