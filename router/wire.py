@@ -9,8 +9,8 @@ book keeps per pool (`router.book.Encodings`): its `source_outputs` entry
 (`source_output_bytes`) and its leg object with the numbers left as `%d` (`leg_templates`),
 filled for a whole route by one `%`, or, where the kernels are compiled, the same text in its
 pieces (`leg_pieces`) with the numbers written between them (`router.kernels.legs_text`).
-Such long texts are copied once, into the reply's bytes,
-where orjson leaves a hole for them (`_dumps_filled`).
+Such long texts are copied once, into the reply's bytes, where orjson leaves a hole for them
+(`_dumps_filled`).
 """
 
 from __future__ import annotations
