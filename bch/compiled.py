@@ -15,10 +15,15 @@ from pathlib import Path
 from types import ModuleType
 
 
+def file_digest(path: Path) -> str:
+    """The digest of a file as it is on disk (a source a compiled build was made from)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def source_digest(source: ModuleType) -> str:
     """The digest of a kernel's source file as it is on disk."""
     assert source.__file__ is not None  # a module loaded from a file
-    return hashlib.sha256(Path(source.__file__).read_bytes()).hexdigest()
+    return file_digest(Path(source.__file__))
 
 
 def made_from_source(module: object, source: ModuleType) -> bool:

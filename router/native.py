@@ -15,7 +15,6 @@ way: `make test` runs the suite compiled, then the router's tests interpreted.""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -25,6 +24,8 @@ from importlib.abc import MetaPathFinder
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+
+from bch.compiled import file_digest
 
 __all__ = ["CORE", "DIRECTORY", "MANIFEST", "active", "install", "manifest_matches"]
 
@@ -63,10 +64,6 @@ class _Finder(MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, file)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def manifest_matches(manifest: Mapping[str, object], root: Path = _ROOT) -> bool:
     """Whether every source file the manifest names (path relative to `root`: digest) is as
     it was compiled, and every module of `CORE` is in it."""
@@ -78,7 +75,7 @@ def manifest_matches(manifest: Mapping[str, object], root: Path = _ROOT) -> bool
         return False
     for relative, digest in sources.items():
         try:
-            if _digest(root / relative) != digest:
+            if file_digest(root / relative) != digest:
                 return False
         except OSError:  # moved or deleted since
             return False

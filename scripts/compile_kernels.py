@@ -16,7 +16,6 @@ or if mypyc fails, it says so and exits 0: the code then runs interpreted.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bch.compiled import source_digest  # noqa: E402  (the repository's, by path)
+from bch.compiled import file_digest, source_digest  # noqa: E402  (the repository's, by path)
 from router.native import CORE, DIRECTORY, MANIFEST  # noqa: E402
 
 # The kernel packages, each with a `source.py`: `bch`'s output bytes, the router's loops.
@@ -116,7 +115,7 @@ def compile_core() -> str | None:
     """Build the core's extension modules into `router/_native/` with their manifest; None
     when done, else why not."""
     sources = _core_sources()
-    digests = {path: hashlib.sha256((ROOT / path).read_bytes()).hexdigest() for path in sources}
+    digests = {path: file_digest(ROOT / path) for path in sources}
     with tempfile.TemporaryDirectory(prefix="ladle-core-") as tmp:
         for package in _PACKAGES:
             shutil.copytree(

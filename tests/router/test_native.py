@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import router.wire
+from bch.compiled import file_digest
 from router import native
 from tests.conftest import c_compiler
 
@@ -66,7 +67,7 @@ def _project(tmp_path: Path) -> dict[str, object]:
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        sources[name] = native._digest(path)
+        sources[name] = file_digest(path)
     return {"files": {name: f"{name}.so" for name in native.CORE}, "sources": sources}
 
 
