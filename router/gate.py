@@ -289,7 +289,7 @@ def _templated_pools_clean(
         or tx.inputs[:n] != encodings.trade_input
         or tuple(source_outputs[:n]) != encodings.source_output
         or tx.templates != encodings.template
-        or False in encodings.standard
+        or not all(encodings.standard)
         or not all(map(_TOKEN_OF, source_outputs[:n]))  # a token-less pool: no template
     ):
         return None

@@ -152,10 +152,18 @@ def leg_templates(pool: Pool) -> tuple[bytes, bytes]:
     return f"{head}buy{tail}".encode(), f"{head}sell{tail}".encode()
 
 
+# The pieces between a leg's numbers that every pool's template shares: one object each, so
+# writing a route's legs reads two pieces of each pool's own (its head, and the text around
+# its state before) and these, which stay in cache.
+_SHARED_PIECES = {
+    piece: piece for piece in (b'","amount_out":"', b'","lp_fee":"', b'","tokens_after":"', b'"}')
+}
+
+
 def leg_pieces(template: bytes) -> tuple[bytes, ...]:
     """A `leg_templates` template's constant text between its numbers (six pieces), what the
     compiled `router.kernels.legs_text` writes the numbers between."""
-    return tuple(template.split(b"%d"))
+    return tuple([_SHARED_PIECES.get(piece, piece) for piece in template.split(b"%d")])
 
 
 def legs_json_bytes(
@@ -208,7 +216,9 @@ def legs_json_bytes(
     # The pre- and post-trade prices as `Quote.prices` takes them (a token-less pool raises
     # ZeroDivisionError there and here alike).
     prices = encodings.price
-    if None in prices:  # a token-less pool: the same division, raising as it does there
+    # A token-less pool: the same division, raising as it does there. (Looked for by
+    # identity: `None in prices` would compare it with each float.)
+    if any(price is None for price in prices):
         pre = pick([pool.sats / pool.tokens for pool in pools])
     else:
         pre = pick(cast(tuple[float, ...], prices))

@@ -175,7 +175,9 @@ def _purchases_arrays(
     ⌊1000·(missing − 1) / 997⌋ + 1. The same IEEE operations as the Python expressions of
     `_allocation`, so the same floats."""
     rate = np.float64(v)  # (numpy scalars: a Python one costs a conversion per operation)
-    idx = np.sort(members if isinstance(members, np.ndarray) else np.array(members, np.int64))
+    # (numpy's methods where its functions are Python wrappers around them: one call less)
+    idx = np.array(members, np.int64)  # a copy, sorted in place
+    idx.sort()
     idx = idx[rate < arrays.vmax[idx]]  # trading at this rate
     vmin, a, c, cap_out = arrays.floats.take(idx, axis=0).T
     cap, k1, x, t, room = arrays.ints.take(idx, axis=0).T
@@ -189,15 +191,18 @@ def _purchases_arrays(
     idx, y, step = idx[whole], y[whole], (more - now)[whole]
     now = now[whole]
     queued = fast & (step >= _ZERO)
-    positions = np.flatnonzero(queued)
+    positions = queued.nonzero()[0]
     steps = step[queued]
-    if steps.size and steps.max() >= _STEP_LIMIT:  # a key past 63 bits: Python integers
+    # (`np.maximum.reduce`: `ndarray.max` calls it through a Python function)
+    if steps.size and np.maximum.reduce(steps) >= _STEP_LIMIT:  # a key past 63 bits
         pairs = zip(steps.tolist(), positions.tolist(), strict=True)
         heap = sorted([s << KEY_SHIFT | p for s, p in pairs])
     else:
-        heap = np.sort((steps << _SHIFT_64) | positions).tolist()  # (sorted: a heap)
+        keys = (steps << _SHIFT_64) | positions
+        keys.sort()  # (sorted: a heap)
+        heap = keys.tolist()
     units = _Units(idx.tolist(), y.tolist(), now.tolist(), heap)
-    return units, np.flatnonzero(~fast).tolist()
+    return units, (~fast).nonzero()[0].tolist()
 
 
 class _Model:

@@ -161,3 +161,18 @@ def test_purchase_columns_follow_the_model() -> None:
     assert changed.out_limit == fresh.out_limit == caps
     for i, y, paid in zip(got.indices, got.get, got.pay, strict=True):
         assert paid == fresh.in_for_out(i, y)  # each payment is the contract's own
+
+
+def test_leg_pieces_share_the_text_every_pool_has() -> None:
+    """Two pools' leg pieces: the numbers' surroundings that every leg has are one object each
+    (a route's legs text then reads only each pool's head and state piece of its own), the
+    pieces joined at the numbers are the template, and the pool-specific ones stay apart."""
+    one = make_pool(TOKEN_A, 1_000_000, 50_000, "one")
+    two = make_pool(TOKEN_A, 2_000_000, 80_000, "two")
+    for side in (0, 1):
+        a, b = wire.leg_templates(one)[side], wire.leg_templates(two)[side]
+        pieces_a, pieces_b = wire.leg_pieces(a), wire.leg_pieces(b)
+        assert b"%d".join(pieces_a) == a and b"%d".join(pieces_b) == b
+        assert [x is y for x, y in zip(pieces_a, pieces_b, strict=True)] == [
+            False, True, True, False, True, True,
+        ]  # fmt: skip
