@@ -9,7 +9,7 @@ file's as it is on disk, so an edit not yet compiled runs interpreted rather tha
 it replaced. (The extension modules are kept out of the source directories for that reason:
 Python prefers an extension module to the source beside it.) `LADLE_INTERPRETED=1` runs the
 source throughout. Compiled, a `tx.build` of one to a hundred pools counts about 30 % fewer
-instructions, one of 352 pools about 4 % fewer: its per-leg work is already CPython's and
+instructions, one of 352 pools about 7 % fewer: its per-leg work is already CPython's and
 numpy's C, and the kernels' (docs/benchmarks.md, router). The results are the same either
 way: `make test` runs the suite compiled, then the router's tests interpreted."""
 
